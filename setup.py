@@ -1,0 +1,31 @@
+"""taco-fairseq: TACO (token-alignment contrastive objective) pre-training as a fairseq plugin."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="taco-fairseq",
+    version="0.1.0",
+    description=(
+        "Pre-train BERT/RoBERTa encoders with TACO (Fu et al., ACL 2022) in fairseq, "
+        "then fine-tune them on GLUE"
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.8",
+    packages=find_packages(include=["taco_fairseq", "taco_fairseq.*"]),
+    install_requires=[
+        "torch==2.13.0",
+        # fairseq's main branch, importable on Python >= 3.11 (official fairseq==0.12.2 is not);
+        # on Python <= 3.10 install official fairseq==0.12.2 yourself (see README).
+        "ve-fairseq==0.12.3; python_version >= '3.11'",
+        "hydra-core==1.3.8",
+        "omegaconf==2.3.1",
+        "numpy==2.4.6; python_version >= '3.11'",
+        "sentencepiece==0.2.3",
+        "tqdm==4.70.1",
+    ],
+    extras_require={
+        "test": ["pytest==9.2.0", "hypothesis==6.170.17"],
+        "plot": ["matplotlib==3.11.2"],
+    },
+)

@@ -1,0 +1,14 @@
+"""taco-fairseq: TACO pre-training for fairseq.
+
+Importing the package (or passing ``--user-dir taco_fairseq``) registers the ``taco_masked_lm``
+task, the ``taco`` criterion and the ``roberta_{tiny,mini,small,medium}`` architectures, and lets
+fairseq checkpoints load under ``torch.load(weights_only=True)``.
+"""
+
+from . import checkpoint_compat  # noqa: F401  (allow-lists the globals of fairseq checkpoints)
+from . import criterions, models, tasks  # noqa: F401
+from .criterions import taco  # noqa: F401
+from .models import roberta_sizes  # noqa: F401
+from .tasks import taco_masked_lm  # noqa: F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,217 @@
+"""Criterion ``taco``: L = L_MLM + λ · L_TC (TACO §3.2)."""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from fairseq import modules, utils
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.logging import metrics
+from omegaconf import II
+
+from ..contrastive import global_bias, info_nce
+
+TC_EMBEDDINGS = ("layer-output", "token")
+
+
+@dataclass
+class TacoConfig(FairseqDataclass):
+    tc_weight: float = field(
+        default=1.0, metadata={"help": "λ, the weight of the TC loss (0 gives masked_lm)"}
+    )
+    tc_temperature: float = field(
+        default=0.07, metadata={"help": "τ, the temperature of the cosine scores"}
+    )
+    tc_embedding: ChoiceEnum(TC_EMBEDDINGS) = field(
+        default="layer-output",
+        metadata={
+            "help": "e in g = h - e: the embedding layer's output for the model input "
+            "(layer-output, as the official code) or the raw token-embedding row (token)"
+        },
+    )
+    tc_detach_keys: bool = field(
+        default=True,
+        metadata={
+            "help": "positives and negatives carry no gradient (stop-gradient, as the "
+            "official code). True by default; fairseq's command line turns the flag "
+            "--tc-detach-keys into 'false'"
+        },
+    )
+    tpu: bool = II("common.tpu")
+
+
+def validate_loss_options(cfg) -> None:
+    """Check the TC loss options of the criterion's config.
+
+    Raises:
+        ValueError: naming the option, its value and what is allowed.
+    """
+    if not cfg.tc_weight >= 0:  # also rejects NaN
+        raise ValueError(f"--tc-weight (λ) must be >= 0, got {cfg.tc_weight}")
+    if not cfg.tc_temperature > 0:
+        raise ValueError(
+            f"--tc-temperature (τ) must be > 0 (0.07 in the paper), got {cfg.tc_temperature}"
+        )
+
+
+@register_criterion("taco", dataclass=TacoConfig)
+class TacoLoss(FairseqCriterion):
+    """TACO: fairseq's masked-LM loss plus λ times the token-alignment contrastive loss.
+
+    The objective of one update is ``mean MLM loss over its masked tokens + λ · mean TC loss
+    over its anchors`` (NOTES.md "Objective"; the TC mean is over anchors, as the official
+    code, which equals the paper's mean of per-sequence means when all sequences are full
+    blocks). fairseq divides the gradient of the summed losses of all batches and workers of
+    an update by the summed sample size (masked tokens), so each batch returns
+
+        loss = Σ_masked CE + λ · Σ_anchors InfoNCE · max(M, 1) / A,   sample_size = masked,
+
+    where M and A are the masked tokens and anchors of the whole update over all workers
+    (``sample["taco"]["update_totals"]``, attached by ``TacoMaskedLMTask.train_step``);
+    without them (validation) the batch's own counts are used.
+
+    Needs the batches of ``taco_masked_lm`` and a RoBERTa-style model
+    (``model.encoder.sentence_encoder``).
+
+    Logged (all summable across workers): ``loss`` = mlm_loss + λ · tc_loss (bits),
+    ``mlm_loss`` (bits per masked token), ``ppl`` (of mlm_loss), ``tc_loss`` (bits per anchor),
+    ``tc_accuracy`` (share of anchors whose positive outscores all K negatives),
+    ``tc_anchors`` (anchors per update) and ``tc_skipped`` (batches per update without
+    negatives, whose TC loss is skipped).
+    """
+
+    def __init__(self, cfg: TacoConfig, task):
+        super().__init__(task)
+        validate_loss_options(cfg)
+        self.tc_weight = cfg.tc_weight
+        self.tc_temperature = cfg.tc_temperature
+        self.tc_embedding = cfg.tc_embedding
+        self.tc_detach_keys = cfg.tc_detach_keys
+        self.tpu = cfg.tpu
+
+    def forward(self, model, sample, reduce=True):
+        """Compute the loss of ``sample``.
+
+        Returns:
+            (loss, sample_size, logging_output) as fairseq criterions; ``loss`` is a sum in
+            nats over masked tokens (MLM) plus the weighted TC sum, ``sample_size`` the number
+            of masked tokens.
+
+        Raises:
+            KeyError: if ``sample`` has no ``taco`` entry (use ``--task taco_masked_lm``).
+        """
+        if "taco" not in sample:
+            raise KeyError(
+                "the batch has no TACO positions: the taco criterion needs --task taco_masked_lm"
+            )
+        masked_tokens = sample["target"].ne(self.padding_idx)
+        sample_size = masked_tokens.int().sum()
+
+        # As fairseq's masked_lm: when no token is masked, project all tokens.
+        if self.tpu:
+            masked_tokens = None
+        elif masked_tokens.device == torch.device("cpu"):
+            if not masked_tokens.any():
+                masked_tokens = None
+        else:
+            masked_tokens = torch.where(
+                masked_tokens.any(), masked_tokens, masked_tokens.new([True])
+            )
+
+        logits, extra = model(
+            **sample["net_input"], masked_tokens=masked_tokens, return_all_hiddens=True
+        )
+        targets = model.get_targets(sample, [logits])
+        if masked_tokens is not None:
+            targets = targets[masked_tokens]
+        mlm_loss = modules.cross_entropy(
+            logits.view(-1, logits.size(-1)),
+            targets.view(-1),
+            reduction="sum",
+            ignore_index=self.padding_idx,
+        )
+
+        taco = sample["taco"]
+        num_anchors = len(taco["anchor"])
+        tc_loss = mlm_loss.new_zeros((), dtype=torch.float32)
+        tc_correct = 0
+        if num_anchors > 0:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and self.tc_weight > 0):
+                vectors = self._global_bias(model, sample, extra["inner_states"])
+                tc = info_nce(
+                    vectors.flatten(0, 1),
+                    taco["anchor"],
+                    taco["positive"],
+                    taco["negative"],
+                    self.tc_temperature,
+                    self.tc_detach_keys,
+                )
+            tc_loss = tc.loss.sum()
+            tc_correct = tc.correct.sum()
+
+        totals = taco.get("update_totals")
+        if totals is None:
+            totals = torch.tensor([float(sample_size), float(num_anchors)])
+        masked_total, anchor_total = totals.to(tc_loss.device, torch.float32).unbind()
+        tc_scale = masked_total.clamp(min=1) / anchor_total.clamp(min=1)
+        loss = mlm_loss + (self.tc_weight * tc_scale) * tc_loss
+
+        logging_output = {
+            "loss": loss if self.tpu else loss.data,
+            "mlm_loss": mlm_loss.data,
+            "tc_loss": tc_loss.data,
+            "weighted_tc_loss": self.tc_weight * tc_loss.data,
+            "tc_correct": tc_correct,
+            "tc_anchors": num_anchors,
+            "tc_skipped": taco["skipped"],
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["nsentences"],
+            "sample_size": sample_size,
+        }
+        return loss, sample_size, logging_output
+
+    def _global_bias(self, model, sample, inner_states):
+        """g = h − e for every position: ``[batch, seq_len, hidden]`` float32."""
+        encoder = model.encoder.sentence_encoder
+        hidden = inner_states[-1]
+        if encoder.layer_norm is not None:  # pre-norm models normalize after the last layer
+            hidden = encoder.layer_norm(hidden)
+        if self.tc_embedding == "layer-output":
+            embedding = inner_states[0]  # [seq_len, batch, hidden], as the hidden states
+        else:
+            src_tokens = sample["net_input"]["src_tokens"]
+            embedding = encoder.embed_tokens(src_tokens).transpose(0, 1)
+        return global_bias(hidden, embedding).transpose(0, 1)
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        """Aggregate logging outputs from data parallel training."""
+
+        def total(key):
+            return sum(log.get(key, 0) for log in logging_outputs)
+
+        sample_size = total("sample_size")
+        anchors = total("tc_anchors")
+        mlm_loss = total("mlm_loss") / max(sample_size, 1) / math.log(2)
+        tc_loss = total("tc_loss") / max(anchors, 1) / math.log(2)
+        weighted_tc_loss = total("weighted_tc_loss") / max(anchors, 1) / math.log(2)
+
+        metrics.log_scalar("loss", mlm_loss + weighted_tc_loss, sample_size, round=3)
+        metrics.log_scalar("mlm_loss", mlm_loss, sample_size, round=3)
+        metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
+        metrics.log_scalar("tc_loss", tc_loss, anchors, round=3)
+        metrics.log_scalar("_tc_correct", total("tc_correct"))
+        metrics.log_scalar("_tc_anchors", anchors)
+        metrics.log_derived(
+            "tc_accuracy",
+            lambda meters: round(meters["_tc_correct"].sum / meters["_tc_anchors"].sum, 4)
+            if meters["_tc_anchors"].sum > 0
+            else float("nan"),
+        )
+        metrics.log_scalar("tc_anchors", anchors, round=0)
+        metrics.log_scalar("tc_skipped", total("tc_skipped"), round=2)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

@@ -12,6 +12,7 @@ Nothing here imports fairseq: positions are flat indices into a ``[rows, hidden]
 global-bias vectors, as produced by :mod:`taco_fairseq.data.contrastive_sampling`.
 """
 
+import warnings
 from typing import NamedTuple
 
 import torch
@@ -162,7 +163,10 @@ class _SampledDot(torch.autograd.Function):
             rows = torch.arange(index.size(0), device=index.device)
             pattern = torch.stack([index.reshape(-1), rows.repeat_interleave(index.size(1))])
             scatter = torch.sparse_coo_tensor(
-                pattern, grad_out.reshape(-1), (keys.size(0), index.size(0))
+                pattern,
+                grad_out.reshape(-1),
+                (keys.size(0), index.size(0)),
+                check_invariants=False,
             )
             grad_keys = torch.sparse.mm(scatter, queries)
         return grad_queries, grad_keys, None
@@ -180,13 +184,15 @@ def _sampled_dot_csr(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
     copies = int(repeat.max()) + 1
     columns, resort = (repeat * keys.size(0) + sorted_index).sort(dim=1)
     crow = torch.arange(0, n * k + 1, k, device=index.device)
-    pattern = torch.sparse_csr_tensor(
-        crow,
-        columns.reshape(-1),
-        queries.new_zeros(n * k),
-        size=(n, copies * keys.size(0)),
-        check_invariants=False,
-    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        pattern = torch.sparse_csr_tensor(
+            crow,
+            columns.reshape(-1),
+            queries.new_zeros(n * k),
+            size=(n, copies * keys.size(0)),
+            check_invariants=False,
+        )
     table = keys if copies == 1 else keys.repeat(copies, 1)
     values = torch.sparse.sampled_addmm(pattern, queries, table.t(), beta=0.0).values()
     original_position = order.gather(1, resort)

@@ -2,17 +2,38 @@
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple, Union
 
 import torch
+from torch import Tensor
 from fairseq import modules, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.logging import metrics
+from fairseq.logging.meters import safe_round
 from omegaconf import II
 
 from ..contrastive import global_bias, info_nce
 
 TC_EMBEDDINGS = ("layer-output", "token")
+
+
+class TacoLosses(NamedTuple):
+    """Summed losses of one batch (see :meth:`TacoLoss.compute_losses`).
+
+    Attributes:
+        mlm_loss: scalar, masked-LM cross-entropy summed over masked tokens, nats.
+        tc_loss: scalar float32, InfoNCE summed over anchors, nats (0 without anchors).
+        tc_correct: anchors whose positive outscores all negatives.
+        num_anchors: anchors of the batch.
+        sample_size: masked tokens of the batch.
+    """
+
+    mlm_loss: Tensor
+    tc_loss: Tensor
+    tc_correct: Union[Tensor, int]
+    num_anchors: int
+    sample_size: Tensor
 
 
 @dataclass
@@ -101,6 +122,34 @@ class TacoLoss(FairseqCriterion):
         Raises:
             KeyError: if ``sample`` has no ``taco`` entry (use ``--task taco_masked_lm``).
         """
+        losses = self.compute_losses(model, sample)
+        totals = sample["taco"].get("update_totals")
+        if totals is None:
+            totals = torch.tensor([float(losses.sample_size), float(losses.num_anchors)])
+        masked_total, anchor_total = totals.to(losses.tc_loss.device, torch.float32).unbind()
+        tc_scale = masked_total.clamp(min=1) / anchor_total.clamp(min=1)
+        loss = losses.mlm_loss + (self.tc_weight * tc_scale) * losses.tc_loss
+
+        logging_output = {
+            "loss": loss if self.tpu else loss.data,
+            "mlm_loss": losses.mlm_loss.data,
+            "tc_loss": losses.tc_loss.data,
+            "weighted_tc_loss": self.tc_weight * losses.tc_loss.data,
+            "tc_correct": losses.tc_correct,
+            "tc_anchors": losses.num_anchors,
+            "tc_skipped": sample["taco"]["skipped"],
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["nsentences"],
+            "sample_size": losses.sample_size,
+        }
+        return loss, losses.sample_size, logging_output
+
+    def compute_losses(self, model, sample) -> TacoLosses:
+        """One forward pass: the summed MLM and TC losses of ``sample`` (unweighted, nats).
+
+        Raises:
+            KeyError: if ``sample`` has no ``taco`` entry (use ``--task taco_masked_lm``).
+        """
         if "taco" not in sample:
             raise KeyError(
                 "the batch has no TACO positions: the taco criterion needs --task taco_masked_lm"
@@ -134,42 +183,20 @@ class TacoLoss(FairseqCriterion):
 
         taco = sample["taco"]
         num_anchors = len(taco["anchor"])
-        tc_loss = mlm_loss.new_zeros((), dtype=torch.float32)
-        tc_correct = 0
-        if num_anchors > 0:
-            with torch.set_grad_enabled(torch.is_grad_enabled() and self.tc_weight > 0):
-                vectors = self._global_bias(model, sample, extra["inner_states"])
-                tc = info_nce(
-                    vectors.flatten(0, 1),
-                    taco["anchor"],
-                    taco["positive"],
-                    taco["negative"],
-                    self.tc_temperature,
-                    self.tc_detach_keys,
-                )
-            tc_loss = tc.loss.sum()
-            tc_correct = tc.correct.sum()
-
-        totals = taco.get("update_totals")
-        if totals is None:
-            totals = torch.tensor([float(sample_size), float(num_anchors)])
-        masked_total, anchor_total = totals.to(tc_loss.device, torch.float32).unbind()
-        tc_scale = masked_total.clamp(min=1) / anchor_total.clamp(min=1)
-        loss = mlm_loss + (self.tc_weight * tc_scale) * tc_loss
-
-        logging_output = {
-            "loss": loss if self.tpu else loss.data,
-            "mlm_loss": mlm_loss.data,
-            "tc_loss": tc_loss.data,
-            "weighted_tc_loss": self.tc_weight * tc_loss.data,
-            "tc_correct": tc_correct,
-            "tc_anchors": num_anchors,
-            "tc_skipped": taco["skipped"],
-            "ntokens": sample["ntokens"],
-            "nsentences": sample["nsentences"],
-            "sample_size": sample_size,
-        }
-        return loss, sample_size, logging_output
+        if num_anchors == 0:
+            return TacoLosses(mlm_loss, mlm_loss.new_zeros((), dtype=torch.float32), 0, 0,
+                              sample_size)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.tc_weight > 0):
+            vectors = self._global_bias(model, sample, extra["inner_states"])
+            tc = info_nce(
+                vectors.flatten(0, 1),
+                taco["anchor"],
+                taco["positive"],
+                taco["negative"],
+                self.tc_temperature,
+                self.tc_detach_keys,
+            )
+        return TacoLosses(mlm_loss, tc.loss.sum(), tc.correct.sum(), num_anchors, sample_size)
 
     def _global_bias(self, model, sample, inner_states):
         """g = h − e for every position: ``[batch, seq_len, hidden]`` float32."""
@@ -205,7 +232,7 @@ class TacoLoss(FairseqCriterion):
         metrics.log_scalar("_tc_anchors", anchors)
         metrics.log_derived(
             "tc_accuracy",
-            lambda meters: round(meters["_tc_correct"].sum / meters["_tc_anchors"].sum, 4)
+            lambda meters: safe_round(meters["_tc_correct"].sum / meters["_tc_anchors"].sum, 4)
             if meters["_tc_anchors"].sum > 0
             else float("nan"),
         )

@@ -1,0 +1,101 @@
+"""fairseq checkpoints load under torch's weights-only unpickler once taco_fairseq is imported."""
+
+import argparse
+import io
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from fairseq import checkpoint_utils
+from fairseq.models.roberta import RobertaModel
+
+import taco_fairseq  # noqa: F401  (registers the allow-list)
+from conftest import run_fairseq, train_args
+
+
+def test_own_checkpoint_loads_weights_only(trained_checkpoint):
+    state = torch.load(trained_checkpoint / "checkpoint_last.pt", weights_only=True)
+    assert isinstance(state["cfg"]["model"], argparse.Namespace)  # legacy-arch model config
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(trained_checkpoint / "checkpoint_last.pt"))
+    assert state["cfg"].task._name == "taco_masked_lm"
+    assert state["extra_state"]["train_iterator"]["iterations_in_epoch"] > 0
+
+
+def test_hub_loading_with_sentencepiece(trained_checkpoint, tiny_databin):
+    hub = RobertaModel.from_pretrained(
+        str(trained_checkpoint),
+        checkpoint_file="checkpoint_last.pt",
+        data_name_or_path=str(tiny_databin),
+        bpe="sentencepiece",
+        sentencepiece_model=str(tiny_databin / "sentencepiece.bpe.model"),
+    )
+    hub.eval()
+    tokens = hub.encode("The film was released in 2006 .")
+    assert tokens[0] == hub.task.source_dictionary.bos()
+    assert hub.task.source_dictionary.unk() not in tokens.tolist()
+    assert hub.decode(tokens) == "The film was released in 2006 ."
+    features = hub.extract_features(tokens)
+    assert features.shape == (1, len(tokens), 128)
+    assert hub.fill_mask("The film was <mask> in 2006 .", topk=2)
+
+
+def test_resume_from_checkpoint_last_and_restore_file(trained_checkpoint, tiny_databin, tmp_path):
+    # continue the 20-update run in place: fairseq picks up checkpoint_last.pt
+    copy = tmp_path / "continued"
+    copy.mkdir()
+    (copy / "checkpoint_last.pt").write_bytes((trained_checkpoint / "checkpoint_last.pt")
+                                             .read_bytes())
+    out = run_fairseq("fairseq-train", *train_args(tiny_databin, copy, "--max-update", "25"))
+    assert "epoch 1 @ 20 updates" in out.stdout  # loaded where it stopped
+    assert '"num_updates": "25"' in out.stdout
+    # and from an explicit --restore-file into a new directory
+    fresh = tmp_path / "fresh"
+    out = run_fairseq(
+        "fairseq-train",
+        *train_args(tiny_databin, fresh, "--max-update", "25", "--restore-file",
+                    trained_checkpoint / "checkpoint_10_10.pt"),
+    )
+    assert "epoch 1 @ 10 updates" in out.stdout
+
+
+def test_stock_fairseq_roberta_checkpoint_loads(tiny_databin, tmp_path):
+    run_fairseq(
+        "fairseq-train", tiny_databin, "--task", "masked_lm", "--criterion", "masked_lm",
+        "--arch", "roberta", "--encoder-layers", "1", "--encoder-embed-dim", "32",
+        "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
+        "--tokens-per-sample", "32", "--batch-size", "4", "--optimizer", "adam", "--lr", "1e-4",
+        "--max-update", "2", "--save-dir", tmp_path, "--cpu", "--num-workers", "0",
+        "--no-epoch-checkpoints", "--disable-validation",
+    )
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "checkpoint_last.pt"))
+    assert state["cfg"].task._name == "masked_lm"
+
+
+def test_legacy_pickles_with_namespace_and_numpy_1_scalars():
+    """Older checkpoints hold ``args`` as a Namespace and numpy scalars pickled by numpy 1.x
+    (``numpy.core.multiarray.scalar``)."""
+    state = {
+        "args": argparse.Namespace(arch="roberta_base", lr=[1e-4]),
+        "extra_state": {"val_loss": np.float64(2.5), "best": np.float32(2.25)},
+        "model": {"w": torch.ones(2)},
+    }
+    buffer = io.BytesIO()
+    torch.save(state, buffer, _use_new_zipfile_serialization=False, pickle_protocol=2)
+    legacy = buffer.getvalue().replace(b"numpy._core.multiarray\nscalar", b"numpy.core.multiarray\nscalar")
+    assert legacy != buffer.getvalue()
+    loaded = torch.load(io.BytesIO(legacy), weights_only=True)
+    assert loaded["args"].arch == "roberta_base"
+    assert loaded["extra_state"]["val_loss"] == 2.5
+
+
+def test_code_running_pickles_are_still_refused():
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    buffer = io.BytesIO()
+    torch.save({"x": Evil()}, buffer)
+    buffer.seek(0)
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(buffer, weights_only=True)

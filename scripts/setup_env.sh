@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Create .venv with the pinned dependencies of constraints.txt and this package (editable).
+# Cheap to re-run: it reinstalls only when setup.py or constraints.txt changed.
+# PYTHON=/path/to/python3.11 picks the interpreter (default: python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "taco-fairseq's pinned fairseq (ve-fairseq 0.12.3) needs Python >= 3.11, found" \
+       "$("$PYTHON" --version 2>&1); set PYTHON=... or see README.md for Python <= 3.10" >&2
+  exit 1
+fi
+stamp=.venv/.installed-from
+wanted=$(cat setup.py constraints.txt | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
+  exit 0
+fi
+echo "Setting up .venv (pinned versions from constraints.txt) ..."
+"$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -c constraints.txt -e ".[test,plot]"
+echo "$wanted" > "$stamp"

@@ -1,0 +1,27 @@
+"""Reading metrics back from fairseq json logs."""
+
+from taco_fairseq.training_log import format_table, parse_json_log
+
+LOG = """\
+2026-11-29 22:10:44 | INFO | fairseq_cli.train | task: TacoMaskedLMTask
+2026-11-29 22:10:45 | INFO | train_inner | {"epoch": 1, "update": 0.013, "loss": "19.372", "mlm_loss": "10.991", "tc_loss": "8.379", "tc_accuracy": "0.0195", "num_updates": "5"}
+[2026-11-29 22:19:04,830][train_inner][INFO] - {"epoch": 1, "mlm_loss": "10.7", "tc_loss": "5.2", "num_updates": "10"}
+2026-11-29 22:10:47 | INFO | valid | {"epoch": 1, "valid_loss": "14.121", "num_updates": "30"}
+not json { at all
+"""
+
+
+def test_parses_plain_and_hydra_records():
+    records = parse_json_log(LOG.splitlines())
+    assert [r["kind"] for r in records] == ["train_inner", "train_inner", "valid"]
+    assert records[0]["tc_loss"] == 8.379 and records[1]["num_updates"] == 10.0
+    assert records[2]["valid_loss"] == 14.121
+
+
+def test_table_has_a_row_per_record_and_dashes_for_missing_values():
+    table = format_table(parse_json_log(LOG.splitlines()), ["mlm_loss", "tc_accuracy"])
+    lines = table.splitlines()
+    assert lines[0].split() == ["num_updates", "mlm_loss", "tc_accuracy"]
+    assert lines[1].split() == ["5", "10.99", "0.0195"]
+    assert lines[2].split() == ["10", "10.7", "-"]
+    assert len(lines) == 3

@@ -43,16 +43,22 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     files = parser.add_argument_group("splits (a document is a file, or a <doc> of WikiExtractor)")
-    files.add_argument("--train", nargs="+", type=Path, required=True, metavar="FILE")
+    files.add_argument(
+        "--train", nargs="+", type=Path, required=True, metavar="FILE", help="training text"
+    )
     valid = files.add_mutually_exclusive_group(required=True)
-    valid.add_argument("--valid", nargs="+", type=Path, default=[], metavar="FILE")
+    valid.add_argument(
+        "--valid", nargs="+", type=Path, default=[], metavar="FILE", help="validation text"
+    )
     valid.add_argument(
         "--valid-docs",
         type=_positive_int,
         metavar="N",
         help="hold out the last N documents of the training input as the validation split",
     )
-    files.add_argument("--test", nargs="+", type=Path, default=[], metavar="FILE")
+    files.add_argument(
+        "--test", nargs="+", type=Path, default=[], metavar="FILE", help="optional test text"
+    )
     files.add_argument(
         "--max-docs", type=_positive_int, metavar="N", help="read at most N documents per file"
     )
@@ -76,8 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="pieces including <s> <pad> </s> <unk> (default: %(default)s, as BERT); "
         "fairseq adds <mask>",
     )
-    spm_group.add_argument("--model-type", choices=MODEL_TYPES, default="unigram")
-    spm_group.add_argument("--character-coverage", type=_coverage, default=0.9995)
+    spm_group.add_argument(
+        "--model-type",
+        choices=MODEL_TYPES,
+        default="unigram",
+        help="SentencePiece algorithm (default: %(default)s, SentencePiece's default)",
+    )
+    spm_group.add_argument(
+        "--character-coverage",
+        type=_coverage,
+        default=0.9995,
+        help="fraction of the characters the model covers, rarer ones become <unk> "
+        "(default: %(default)s)",
+    )
     spm_group.add_argument(
         "--input-sentence-size",
         type=_positive_int,

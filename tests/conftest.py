@@ -1,29 +1,79 @@
-"""Shared fixtures: real data from ../shared and fairseq set-ups built from command lines."""
+"""Shared fixtures: real data read in place from ../shared (never copied into the repository;
+tests that need it are skipped where it is absent) and fairseq set-ups built from command lines.
+"""
 
-import os
+import itertools
+import lzma
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+CORPUS = SHARED / "data" / "corpus"
 USER_DIR = str(REPO / "taco_fairseq")
 
 
-def shared_path(*parts) -> Path:
-    """A path under ../shared; skips the test when the shared data is absent."""
-    path = SHARED.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"shared data not found: {path}")
+def _corpus_file(relative_path: str) -> Path:
+    path = CORPUS / relative_path
+    if not path.is_file():
+        pytest.skip(f"shared corpus file not found: {path} (expected ../shared next to the repo)")
     return path
 
 
 @pytest.fixture(scope="session")
-def tiny_databin():
-    path = Path(os.environ.get("TACO_TEST_DATABIN", "/tmp/quick/bin"))
-    if not path.exists():
-        pytest.skip("no data-bin")
-    return path
+def wikipedia_aa() -> Path:
+    """WikiExtractor output, 6514 articles as ``<doc>`` blocks (xz, LF)."""
+    return _corpus_file("wikipedia-en-2015-wikiextractor/AA.txt.xz")
+
+
+@pytest.fixture(scope="session")
+def wikitext_test() -> Path:
+    """WikiText-2 raw test split: 2891 non-empty lines, CRLF (xz)."""
+    return _corpus_file("wikitext-2-raw/wiki.test.raw.xz")
+
+
+@pytest.fixture(scope="session")
+def alice() -> Path:
+    """Project Gutenberg e-book 11 (BOM, CRLF, header and footer; ends with an
+    ``End of Project Gutenberg's ...`` line before the ``*** END OF ...`` marker)."""
+    return _corpus_file("books/11-0.txt.xz")
+
+
+@pytest.fixture(scope="session")
+def earnest() -> Path:
+    """Project Gutenberg e-book 844, with ``***START OF`` / ``***END OF`` markers (no space)."""
+    return _corpus_file("books/pg844.txt.xz")
+
+
+def xz_head(path: Path, lines: int) -> bytes:
+    """The first ``lines`` raw lines (bytes, line ends kept) of an .xz file."""
+    with lzma.open(path, "rb") as f:
+        return b"".join(itertools.islice(f, lines))
+
+
+@pytest.fixture(scope="session")
+def head():
+    """:func:`xz_head`, for tests that slice corpus files."""
+    return xz_head
+
+
+@pytest.fixture(scope="session")
+def tiny_databin(wikipedia_aa, wikitext_test, tmp_path_factory) -> Path:
+    """A data-bin made by the prep command's library from real text: the first 3,000 lines of
+    Wikipedia AA (train), WikiText-2 test (valid; 2,891 lines), a 2,000-piece vocabulary."""
+    from taco_fairseq.pretraining_data import PrepareOptions, prepare_pretraining_data
+
+    destdir = tmp_path_factory.mktemp("databin")
+    prepare_pretraining_data(
+        PrepareOptions(
+            destdir=destdir, train=[wikipedia_aa], valid=[wikitext_test], max_lines=3000,
+            vocab_size=2000, workers=2, force=True,
+        )
+    )
+    return destdir
 
 
 def fairseq_setup(databin, *extra):
@@ -64,9 +114,6 @@ def run_fairseq(command, *args, check=True, timeout=600):
     Returns:
         the ``subprocess.CompletedProcess`` (stdout and stderr merged, text).
     """
-    import subprocess
-    import sys
-
     executable = Path(sys.executable).with_name(command)
     result = subprocess.run(
         [str(executable), *map(str, args)],

@@ -1,0 +1,207 @@
+"""Read raw pre-training text files as a stream of clean lines grouped into documents.
+
+The output of :func:`read_document_lines` is the text layout fairseq's
+``--sample-break-mode complete_doc`` expects: one non-empty line per input line and exactly one
+empty line (``""``) between two documents (never before the first or after the last).
+
+What a file becomes:
+
+* **Compression** is chosen by the file name: ``.xz`` (lzma), ``.gz`` (gzip), anything else is
+  read as is.
+* **Decoding**: UTF-8; a leading byte-order mark is dropped. A line with bytes that are not valid
+  UTF-8 is decoded with U+FFFD replacement characters instead of failing; the number of such
+  lines is counted in :attr:`FileStats.undecodable_lines` and logged as a warning.
+* **Lines** are split at ``\\n``; every run of whitespace (``str.split``: CR, tabs, non-breaking
+  and other Unicode spaces) becomes one ASCII space and the ends are stripped, so the pieces of
+  a line never contain a character that fairseq's tokenizer would split on. Empty lines are
+  dropped.
+* **Documents**: a file is one document, except WikiExtractor output (the first non-empty line
+  starts with ``<doc ``), where each ``<doc ...>`` ... ``</doc>`` block is one document and the
+  markup lines are dropped (the title line that follows ``<doc>`` is kept as text).
+* **Project Gutenberg** boilerplate: if a line ``*** START OF THE/THIS PROJECT GUTENBERG ...``
+  occurs within the first :data:`GUTENBERG_HEADER_MAX_LINES` lines, everything up to and
+  including it is dropped, and so is everything from the first end marker on
+  (``*** END OF THE/THIS PROJECT GUTENBERG ...`` or the ``End of (the) Project Gutenberg ...``
+  line that older e-books put just before it). Files without a start marker are kept whole.
+"""
+
+import gzip
+import itertools
+import logging
+import lzma
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator, Optional, Union
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+
+#: A Project Gutenberg start marker is only looked for in this many first lines of a file.
+GUTENBERG_HEADER_MAX_LINES = 1000
+
+_GUTENBERG_START = re.compile(r"\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
+_GUTENBERG_END = re.compile(
+    r"(\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG|END OF (THE )?PROJECT GUTENBERG)", re.IGNORECASE
+)
+_WIKIEXTRACTOR_DOC_START = "<doc "
+_WIKIEXTRACTOR_DOC_END = "</doc>"
+
+#: Internal marker of a document start in a stream of lines.
+_NEW_DOC = None
+
+
+@dataclass
+class FileStats:
+    """What :func:`read_document_lines` read from one file (filled while iterating).
+
+    Attributes:
+        path: the file, as given.
+        format: ``"plain"`` (the file is one document) or ``"wikiextractor"``.
+        gutenberg_stripped: whether a Project Gutenberg header (and footer) was dropped.
+        docs: documents yielded.
+        lines: non-empty lines yielded.
+        undecodable_lines: lines that had invalid UTF-8 (decoded with U+FFFD).
+    """
+
+    path: str
+    format: str = "plain"
+    gutenberg_stripped: bool = False
+    docs: int = 0
+    lines: int = 0
+    undecodable_lines: int = 0
+
+
+def open_binary(path: PathLike) -> BinaryIO:
+    """Open ``path`` for reading bytes, decompressing ``.xz`` and ``.gz`` files on the fly.
+
+    Raises:
+        FileNotFoundError: if the file does not exist (the message names it).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"input file not found: {path}")
+    if path.suffix == ".xz":
+        return lzma.open(path, "rb")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def read_lines(path: PathLike, stats: FileStats) -> Iterator[str]:
+    """Yield the lines of a text file, decoded and whitespace-normalized (see the module doc).
+
+    Empty lines are yielded as ``""``. Lines with invalid UTF-8 are counted in
+    ``stats.undecodable_lines``.
+
+    Raises:
+        FileNotFoundError: if the file does not exist.
+        ValueError: if a ``.xz``/``.gz`` file is corrupt or truncated (the message names it).
+    """
+    with open_binary(path) as f:
+        try:
+            for number, raw in enumerate(f):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = raw.decode("utf-8", errors="replace")
+                    stats.undecodable_lines += 1
+                if number == 0 and text.startswith("\ufeff"):
+                    text = text[1:]
+                yield " ".join(text.split())
+        except (lzma.LZMAError, gzip.BadGzipFile, zlib.error, EOFError) as e:
+            raise ValueError(f"{path}: cannot decompress the file ({e})") from e
+
+
+def read_document_lines(
+    path: PathLike,
+    stats: Optional[FileStats] = None,
+    *,
+    strip_gutenberg: bool = True,
+    max_docs: Optional[int] = None,
+    max_lines: Optional[int] = None,
+) -> Iterator[str]:
+    """Stream a text file as clean lines with ``""`` between documents (see the module doc).
+
+    Args:
+        path: a plain, ``.xz`` or ``.gz`` UTF-8 text file.
+        stats: filled in while iterating (format, documents, lines, undecodable lines).
+        strip_gutenberg: drop the Project Gutenberg header and footer when present.
+        max_docs: stop after this many documents (``None``: no limit).
+        max_lines: stop after this many non-empty lines (``None``: no limit); the document
+            at the cut is truncated.
+
+    Raises:
+        FileNotFoundError: if the file does not exist.
+        ValueError: if the file yields no text (empty, blank or markup only) or cannot be
+            decompressed; the message names the file.
+    """
+    if stats is None:
+        stats = FileStats(str(path))
+    lines = read_lines(path, stats)
+    head = list(itertools.islice(lines, GUTENBERG_HEADER_MAX_LINES))
+    lines = itertools.chain(head, lines)
+    first = next((line for line in head if line), "")
+    if first.startswith(_WIKIEXTRACTOR_DOC_START):
+        stats.format = "wikiextractor"
+        items = _wikiextractor_items(lines)
+    else:
+        if strip_gutenberg and any(_GUTENBERG_START.match(line) for line in head):
+            stats.gutenberg_stripped = True
+            lines = _gutenberg_body(lines)
+        items = itertools.chain([_NEW_DOC], lines)
+    yield from _layout(items, stats, max_docs, max_lines)
+    if stats.lines == 0:
+        raise ValueError(f"{path}: no text found (the file is empty, blank or markup only)")
+    if stats.undecodable_lines:
+        logger.warning(
+            "%s: %d lines had bytes that are not valid UTF-8 (replaced by U+FFFD)",
+            path,
+            stats.undecodable_lines,
+        )
+
+
+def _wikiextractor_items(lines: Iterable[str]) -> Iterator[Optional[str]]:
+    for line in lines:
+        if line.startswith(_WIKIEXTRACTOR_DOC_START):
+            yield _NEW_DOC
+        elif line != _WIKIEXTRACTOR_DOC_END:
+            yield line
+
+
+def _gutenberg_body(lines: Iterable[str]) -> Iterator[str]:
+    lines = iter(lines)
+    for line in lines:
+        if _GUTENBERG_START.match(line):
+            break
+    for line in lines:
+        if _GUTENBERG_END.match(line):
+            return
+        yield line
+
+
+def _layout(
+    items: Iterable[Optional[str]],
+    stats: FileStats,
+    max_docs: Optional[int],
+    max_lines: Optional[int],
+) -> Iterator[str]:
+    """Non-empty lines with one ``""`` between documents; empty documents vanish."""
+    in_doc = False
+    for item in items:
+        if item is _NEW_DOC:
+            in_doc = False
+        elif item:
+            if stats.lines == max_lines:
+                return
+            if not in_doc:
+                if stats.docs == max_docs:
+                    return
+                if stats.docs:
+                    yield ""
+                stats.docs += 1
+                in_doc = True
+            stats.lines += 1
+            yield item

@@ -137,7 +137,7 @@ def train_args(databin, save_dir, *extra):
         "--warmup-updates", "5", "--total-num-update", "1000", "--max-update", "20",
         "--log-format", "json", "--log-interval", "5", "--save-dir", save_dir,
         "--no-epoch-checkpoints", "--cpu", "--num-workers", "0", "--seed", "1",
-        "--save-interval-updates", "10", *extra,
+        "--save-interval-updates", "10", "--max-valid-steps", "4", *extra,
     ]
 
 

@@ -6,12 +6,9 @@ Example:
 """
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from taco_fairseq.training_log import format_table, parse_json_log  # noqa: E402
+from taco_fairseq.training_log import format_table, parse_json_log
 
 
 def main(argv=None):

@@ -6,7 +6,6 @@ fairseq checkpoints load under ``torch.load(weights_only=True)``.
 """
 
 from . import checkpoint_compat  # noqa: F401  (allow-lists the globals of fairseq checkpoints)
-from . import criterions, models, tasks  # noqa: F401
 from .criterions import taco  # noqa: F401
 from .models import roberta_sizes  # noqa: F401
 from .tasks import taco_masked_lm  # noqa: F401

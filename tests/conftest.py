@@ -4,6 +4,7 @@ tests that need it are skipped where it is absent) and fairseq set-ups built fro
 
 import itertools
 import lzma
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,20 @@ def run_fairseq(command, *args, check=True, timeout=600):
     if check and result.returncode != 0:
         raise AssertionError(f"{command} failed ({result.returncode}):\n{result.stdout[-4000:]}")
     return result
+
+
+def run_script(name, *args):
+    """Run ``scripts/<name>`` with this interpreter, the checkout first on ``PYTHONPATH``.
+
+    Returns:
+        the ``subprocess.CompletedProcess`` (stdout and stderr captured separately, text).
+    """
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    command = [sys.executable, str(REPO / "scripts" / name), *map(str, args)]
+    return subprocess.run(
+        command, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=pythonpath),
+        cwd=REPO,
+    )
 
 
 def train_args(databin, save_dir, *extra):

@@ -2,22 +2,17 @@
 
 import gzip
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import sentencepiece as spm
 import torch
 from fairseq.data import Dictionary, data_utils
 
+from conftest import run_script
 from taco_fairseq.corpus import read_document_lines
 from taco_fairseq.pretraining_data import PrepareOptions, prepare_pretraining_data
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "prepare_pretraining_data.py"
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +132,9 @@ def test_cli_with_valid_and_test_files(tmp_path, head, wikipedia_aa, wikitext_te
     wikitext_plain.write_bytes(head(wikitext_test, 100))
     destdir = tmp_path / "data-bin"
 
-    result = _run_cli(
-        ["--train", alice, wiki_gz, "--valid", wikitext_plain, "--test", earnest]
-        + ["--vocab-size", "1000", "--workers", "2", "--destdir", destdir]
+    result = run_script(
+        "prepare_pretraining_data.py", "--train", alice, wiki_gz, "--valid", wikitext_plain,
+        "--test", earnest, "--vocab-size", "1000", "--workers", "2", "--destdir", destdir,
     )
 
     assert result.returncode == 0, result.stderr
@@ -166,17 +161,13 @@ def test_cli_with_valid_and_test_files(tmp_path, head, wikipedia_aa, wikitext_te
 
 def test_cli_names_a_missing_input(tmp_path, wikitext_test):
     missing = tmp_path / "no-such-file.txt.xz"
-    result = _run_cli(["--train", wikitext_test, "--valid", missing, "--destdir", tmp_path / "out"])
+    result = run_script(
+        "prepare_pretraining_data.py", "--train", wikitext_test, "--valid", missing,
+        "--destdir", tmp_path / "out",
+    )
     assert result.returncode == 1
     assert f"error: input file not found: {missing}" in result.stderr
     assert not (tmp_path / "out").exists()
-
-
-def _run_cli(args):
-    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=pythonpath)
-    command = [sys.executable, str(SCRIPT)] + [str(a) for a in args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
 
 
 @pytest.fixture

@@ -23,6 +23,9 @@ setup(
         "numpy==2.4.6; python_version >= '3.11'",
         "sentencepiece==0.2.3",
         "tqdm==4.70.1",
+        # GLUE metrics (taco_fairseq.glue.metrics)
+        "scikit-learn==1.9.1",
+        "scipy==1.17.1",
     ],
     extras_require={
         "test": ["pytest==9.2.0", "hypothesis==6.170.17"],

@@ -1,0 +1,1 @@
+"""GLUE fine-tuning and evaluation of pre-trained checkpoints (the paper's §4 protocol)."""

@@ -162,3 +162,24 @@ def trained_checkpoint(tiny_databin, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("taco_run")
     run_fairseq("fairseq-train", *train_args(tiny_databin, save_dir))
     return save_dir
+
+
+@pytest.fixture(scope="session")
+def glue_data() -> Path:
+    """The GLUE task directories in ../shared (RTE, MRPC, CoLA, STS-B, SST-2; original layout)."""
+    path = SHARED / "data" / "glue"
+    if not path.is_dir():
+        pytest.skip(f"shared GLUE data not found: {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def glue_databin(glue_data, tiny_databin, tmp_path_factory) -> Path:
+    """The five real GLUE tasks prepared by the GLUE prep command's library with the
+    SentencePiece model and dict.txt of ``tiny_databin`` (2 workers); one directory per task."""
+    from taco_fairseq.glue.prepare import GluePrepOptions, prepare_glue
+
+    destdir = tmp_path_factory.mktemp("glue")
+    prepare_glue(GluePrepOptions(glue_dir=glue_data, pretraining_data=tiny_databin,
+                                 destdir=destdir, workers=2))
+    return destdir

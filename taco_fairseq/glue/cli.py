@@ -1,0 +1,63 @@
+"""Command-line options shared by the GLUE commands that fine-tune (``scripts/run_glue.py``,
+``scripts/glue_checkpoint_sweep.py``)."""
+
+import argparse
+from pathlib import Path
+from typing import List, Sequence, Tuple
+
+from .recipes import DEFAULTS
+from .runner import RunnerOptions
+from .tasks import TASKS, GlueTask, get_tasks
+
+
+def split_fairseq_args(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """``(own arguments, fairseq-train arguments)``: those after a ``--`` go to fairseq."""
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+def add_runner_options(parser: argparse.ArgumentParser) -> None:
+    """``--data --out --tasks --seeds --recipe --pretraining-data --cpu --delete-checkpoints``."""
+    parser.add_argument("--data", type=Path, required=True,
+                        help="prepared GLUE directory (scripts/prepare_glue.py --destdir)")
+    parser.add_argument("--out", type=Path, required=True, help="output directory of the runs")
+    parser.add_argument("--tasks", nargs="+", metavar="TASK",
+                        help=f"of {', '.join(TASKS)} (default: every task prepared in --data)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4],
+                        help="fine-tuning seeds (default: %(default)s, the paper's 4 runs)")
+    parser.add_argument("--recipe", choices=sorted(DEFAULTS), default="small",
+                        help="single-run defaults of the official scripts: small (batch 32, lr "
+                        "5e-5, 4 epochs) or base (batch 32, lr 3e-5, 6 epochs) "
+                        "(default: %(default)s)")
+    parser.add_argument("--pretraining-data", type=Path,
+                        help="the checkpoints' pre-training data-bin, for the dictionary check "
+                        "(default: the path recorded in each checkpoint)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="train (adds --cpu for fairseq) and predict on the CPU")
+    parser.add_argument("--delete-checkpoints", action="store_true",
+                        help="delete each run's checkpoint_best.pt once its dev predictions "
+                        "are written (no test-set predictions then)")
+
+
+def selected_tasks(args) -> Tuple[GlueTask, ...]:
+    """``--tasks``, or every task prepared in ``--data``.
+
+    Raises:
+        FileNotFoundError: no task is prepared in ``--data``.
+    """
+    names = args.tasks or [t for t in TASKS if (args.data / t).is_dir()]
+    if not names:
+        raise FileNotFoundError(f"no prepared GLUE task in {args.data}")
+    return get_tasks(names)
+
+
+def runner_options(args, fairseq_args: Sequence[str]) -> RunnerOptions:
+    """The :class:`RunnerOptions` of parsed options and the fairseq arguments after ``--``."""
+    return RunnerOptions(
+        data_dir=args.data, out_dir=args.out, pretraining_data=args.pretraining_data,
+        fairseq_args=(["--cpu"] if args.cpu else []) + list(fairseq_args), cpu=args.cpu,
+        keep_checkpoints=not args.delete_checkpoints,
+    )

@@ -1,0 +1,254 @@
+"""Fine-tune pre-training checkpoints on GLUE: checkpoints × tasks × seeds × grid points, one
+``fairseq-train`` process per run (the recipe of :mod:`.recipes`), then the dev predictions
+and metrics of the selected (best dev) checkpoint of each run.
+
+Each run writes into ``out_dir/<checkpoint>/<task>/<bs..._lr..._ep...>/seed<S>/``::
+
+    train.log                fairseq's log (json records)
+    checkpoint_best.pt       the fine-tuned model selected on the dev set (unless deleted)
+    predictions_<COLUMN>.tsv  index, prediction, gold label of every dev example
+    metrics.json             settings, dev metrics (from the predictions, scikit-learn/scipy),
+                             fairseq's validation record of the selected checkpoint, timing
+
+``metrics.json`` is written last: a run that has it is finished and is skipped when the runner
+starts again (with the same settings; other settings in the same directory are an error); a
+run directory without it is cleared and the run starts over.
+"""
+
+import json
+import logging
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from tqdm import tqdm
+
+from ..training_log import parse_json_log
+from .metrics import score_predictions
+from .predict import FinetunedModel, write_predictions
+from .prepare import read_prep_info
+from .pretrained import CheckpointInfo, PretrainedCheckpoint, check_compatible, inspect_checkpoint
+from .recipes import Hyperparameters, finetune_args
+from .tasks import GlueTask
+
+logger = logging.getLogger(__name__)
+
+RESULT_FILE = "metrics.json"
+TRAIN_LOG = "train.log"
+BEST_CHECKPOINT = "checkpoint_best.pt"
+USER_DIR = Path(__file__).resolve().parents[1]  # the taco_fairseq package, for --user-dir
+
+
+@dataclass(frozen=True)
+class FinetuneRun:
+    """One fine-tuning: a pre-training checkpoint, a task, a grid point and a seed."""
+
+    checkpoint: PretrainedCheckpoint
+    task: GlueTask
+    hyper: Hyperparameters
+    seed: int
+
+    @property
+    def relative_dir(self) -> Path:
+        """``<checkpoint>/<task>/<grid point>/seed<S>`` under the output directory."""
+        return Path(self.checkpoint.name, self.task.name, self.hyper.label, f"seed{self.seed}")
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.relative_dir.parts)
+
+
+@dataclass
+class RunnerOptions:
+    """How runs are carried out.
+
+    Attributes:
+        data_dir: the prepared GLUE directory (``scripts/prepare_glue.py --destdir``), with
+            one sub-directory per task.
+        out_dir: where run directories go.
+        pretraining_data: the checkpoints' pre-training data-bin, for the dictionary check
+            (default: the one recorded in each checkpoint).
+        fairseq_args: extra ``fairseq-train`` options for every run (``--fp16``,
+            ``--max-update N``, ``--cpu``, distributed options, ...); part of a run's settings.
+        cpu: predict on the CPU even with a GPU.
+        keep_checkpoints: keep each run's ``checkpoint_best.pt`` (needed for test-set
+            predictions); else it is deleted once the dev predictions are written.
+    """
+
+    data_dir: Path
+    out_dir: Path
+    pretraining_data: Optional[Path] = None
+    fairseq_args: Sequence[str] = field(default_factory=tuple)
+    cpu: bool = False
+    keep_checkpoints: bool = True
+
+
+def plan_runs(
+    checkpoints: Sequence[PretrainedCheckpoint],
+    tasks: Sequence[GlueTask],
+    seeds: Sequence[int],
+    points: Sequence[Hyperparameters],
+) -> List[FinetuneRun]:
+    """Every combination, checkpoint-major.
+
+    Raises:
+        ValueError: an empty list, or two checkpoints with one name.
+    """
+    for what, values in (("checkpoints", checkpoints), ("tasks", tasks), ("seeds", seeds),
+                         ("grid points", points)):
+        if not values:
+            raise ValueError(f"no {what} to fine-tune")
+    names = [c.name for c in checkpoints]
+    if len(set(names)) != len(names):
+        raise ValueError(f"checkpoint names must differ (give NAME=PATH): {names}")
+    return [FinetuneRun(c, t, h, s) for c in checkpoints for t in tasks for h in points
+            for s in seeds]
+
+
+def run_all(runs: Sequence[FinetuneRun], options: RunnerOptions) -> List[dict]:
+    """Carry out ``runs`` (finished ones are skipped), showing progress.
+
+    Every checkpoint is checked against every task's data before the first run starts.
+
+    Returns:
+        The results of :func:`finetune`, in order.
+
+    Raises:
+        FileNotFoundError: a checkpoint or a prepared task directory is missing.
+        ValueError: a checkpoint does not match the data's dictionary, or a run directory
+            holds a finished run with other settings.
+        RuntimeError: ``fairseq-train`` failed (the message ends with its log).
+    """
+    infos: Dict[Path, CheckpointInfo] = {}
+    for run in runs:
+        path = run.checkpoint.path
+        if path not in infos:
+            infos[path] = inspect_checkpoint(path)
+        check_compatible(path, infos[path], _task_dir(options, run.task),
+                         options.pretraining_data)
+    results = []
+    with tqdm(runs, desc="GLUE fine-tuning", unit="run") as progress:
+        for run in progress:
+            progress.set_postfix_str(run.label)
+            result = finetune(run, infos[run.checkpoint.path], options)
+            progress.write(f"{run.label}: " + ", ".join(
+                f"{column} {metric} {value:.2f}"
+                for column, values in result["dev"].items() for metric, value in values.items()
+            ) + (" (finished before)" if result.get("skipped") else ""))
+            results.append(result)
+    return results
+
+
+def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> dict:
+    """One run (see the module doc); returns its ``metrics.json`` contents, with ``"run_dir"``
+    and, when it had finished before, ``"skipped": True``. Errors: as :func:`run_all`."""
+    run_dir = Path(options.out_dir) / run.relative_dir
+    task_dir = _task_dir(options, run.task)
+    settings = json.loads(json.dumps({
+        "checkpoint": run.checkpoint.name,
+        "checkpoint_path": str(run.checkpoint.path.resolve()),
+        "task": run.task.name,
+        "data": str(task_dir.resolve()),
+        "batch_size": run.hyper.batch_size,
+        "lr": run.hyper.lr,
+        "epochs": run.hyper.epochs,
+        "seed": run.seed,
+        "fairseq_args": list(options.fairseq_args),
+    }))
+    done = run_dir / RESULT_FILE
+    if done.is_file():
+        result = json.loads(done.read_text(encoding="utf-8"))
+        if result["settings"] != settings:
+            raise ValueError(
+                f"{run_dir} holds a finished run with other settings ({result['settings']}, now "
+                f"{settings}); use another output directory or remove it"
+            )
+        return dict(result, run_dir=str(run_dir), skipped=True)
+    if run_dir.exists():
+        shutil.rmtree(run_dir)  # unfinished: start over
+    run_dir.mkdir(parents=True)
+
+    start = time.perf_counter()
+    args = fairseq_train_args(run, info, options)
+    log = run_dir / TRAIN_LOG
+    with open(log, "w", encoding="utf-8") as f:
+        returncode = subprocess.run(
+            [sys.executable, "-m", "fairseq_cli.train", *args], stdout=f,
+            stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        ).returncode
+    if returncode:
+        tail = "".join(log.read_text(encoding="utf-8", errors="replace").splitlines(True)[-30:])
+        raise RuntimeError(f"fine-tuning {run.label} failed (exit code {returncode}); "
+                           f"end of {log}:\n{tail}")
+    selected = selected_validation(log, run.task.selection_metric)
+
+    model = FinetunedModel(run_dir / BEST_CHECKPOINT, task_dir, cpu=options.cpu)
+    dev, files = {}, {}
+    for eval_set in run.task.eval_sets:
+        predictions = model.predict(eval_set.split)
+        files[eval_set.column] = f"predictions_{eval_set.column}.tsv"
+        write_predictions(run_dir / files[eval_set.column], predictions)
+        dev[eval_set.column] = score_predictions(run.task, predictions.predicted,
+                                                 predictions.gold)
+    del model
+    if not options.keep_checkpoints:
+        (run_dir / BEST_CHECKPOINT).unlink()
+    result = {
+        "settings": settings,
+        "pretraining_updates": info.num_updates,
+        "dev": dev,
+        "fairseq_valid": selected,
+        "predictions": files,
+        "command": ["fairseq-train", *args],
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    partial = done.with_suffix(".partial")
+    partial.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    partial.replace(done)
+    return dict(result, run_dir=str(run_dir))
+
+
+def fairseq_train_args(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> list:
+    """The ``fairseq-train`` arguments of ``run`` (:func:`.recipes.finetune_args`), for the
+    pre-training checkpoint described by ``info``."""
+    task_dir = _task_dir(options, run.task)
+    return finetune_args(
+        run.task, task_dir, run.checkpoint.path, arch=info.arch,
+        max_positions=info.max_positions,
+        train_rows=read_prep_info(task_dir)["splits"]["train"]["rows"], hyper=run.hyper,
+        seed=run.seed, save_dir=Path(options.out_dir) / run.relative_dir, user_dir=USER_DIR,
+        extra=options.fairseq_args,
+    )
+
+
+def selected_validation(log: Path, metric: str) -> dict:
+    """fairseq's validation record of the checkpoint it saved as ``checkpoint_best.pt``.
+
+    fairseq replaces the best checkpoint whenever ``metric`` is at least as good as the best
+    so far (``--maximize-best-checkpoint-metric``), so that is the *last* record with the
+    highest value.
+
+    Raises:
+        RuntimeError: the log has no validation record with ``valid_<metric>``.
+    """
+    key = f"valid_{metric}"
+    with open(log, encoding="utf-8") as f:
+        records = [r for r in parse_json_log(f) if r["kind"] == "valid" and key in r]
+    values = [r[key] for r in records if isinstance(r[key], float) and not math.isnan(r[key])]
+    if not values:
+        raise RuntimeError(f"{log} has no validation record with {key}")
+    best = max(values)
+    record = [r for r in records if r[key] == best][-1]
+    return {k: v for k, v in record.items() if k != "kind"}
+
+
+def _task_dir(options: RunnerOptions, task: GlueTask) -> Path:
+    task_dir = Path(options.data_dir) / task.name
+    read_prep_info(task_dir)  # raises FileNotFoundError with the fix
+    return task_dir

@@ -1,0 +1,163 @@
+"""Checkpoint sweep (paper §4.2, Figure 5): fine-tune every saved checkpoint of several
+pre-training runs (e.g. TACO and MLM), plot the GLUE average against pre-training updates, and
+measure the speedup.
+
+Checkpoints are fairseq's ``checkpoint_<epoch>_<updates>.pt`` (``--save-interval-updates``);
+the one of run ``LABEL`` at ``U`` updates is reported as ``LABEL@U``. The speedup of a run
+over the baseline (the paper: TACO over MLM) is
+
+    (baseline's updates at its best GLUE average) / (first updates at which the run reaches
+    that average),
+
+e.g. the paper's 5x for BERT-small: MLM's best at 250k updates, reached by TACO at 50k.
+"""
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .pretrained import PretrainedCheckpoint
+from .summary import Cell, glue_averages
+
+_CHECKPOINT = re.compile(r"^checkpoint_\d+_(\d+)\.pt$")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """The GLUE averages (points) of one checkpoint: ``paper`` metrics and the standard
+    ``glue`` choice, over ``columns`` dev-set columns."""
+
+    label: str
+    updates: int
+    paper: float
+    glue: float
+    columns: int
+
+
+def find_checkpoints(run_dir: Path) -> List[Tuple[int, Path]]:
+    """``(updates, path)`` of every ``checkpoint_<epoch>_<updates>.pt`` in ``run_dir``, by
+    updates.
+
+    Raises:
+        FileNotFoundError: there is none (save them with ``--save-interval-updates``).
+    """
+    found = sorted(
+        (int(m.group(1)), path)
+        for path in Path(run_dir).iterdir()
+        if (m := _CHECKPOINT.match(path.name))
+    )
+    if not found:
+        raise FileNotFoundError(
+            f"no checkpoint_<epoch>_<updates>.pt in {run_dir}; pre-train with "
+            "--save-interval-updates N --keep-interval-updates -1"
+        )
+    return found
+
+
+def sweep_checkpoints(runs: Dict[str, Path]) -> List[PretrainedCheckpoint]:
+    """The checkpoints of every run, named ``LABEL@UPDATES``.
+
+    Raises:
+        ValueError: a label contains ``@`` or ``=``.
+        FileNotFoundError: as :func:`find_checkpoints`.
+    """
+    checkpoints = []
+    for label, run_dir in runs.items():
+        if "@" in label or "=" in label or not label:
+            raise ValueError(f"run label {label!r} must be non-empty, without '@' or '='")
+        checkpoints += [PretrainedCheckpoint(f"{label}@{updates}", path)
+                        for updates, path in find_checkpoints(run_dir)]
+    return checkpoints
+
+
+def sweep_curves(cells: Sequence[Cell]) -> Dict[str, List[SweepPoint]]:
+    """label → its points by updates, from summary cells of ``LABEL@UPDATES`` checkpoints
+    (others are ignored).
+
+    Raises:
+        ValueError: checkpoints have results on different numbers of dev sets (averages would
+            not be comparable; finish the missing runs).
+    """
+    curves: Dict[str, List[SweepPoint]] = {}
+    for name, avg in glue_averages(cells).items():
+        label, at, updates = name.rpartition("@")
+        if not at or not updates.isdigit():
+            continue
+        curves.setdefault(label, []).append(
+            SweepPoint(label, int(updates), avg["paper"], avg["glue"], avg["columns"]))
+    columns = {p.columns for points in curves.values() for p in points}
+    if len(columns) > 1:
+        raise ValueError(f"checkpoints have results on {sorted(columns)} dev sets; averages "
+                         "are only comparable over the same tasks")
+    return {label: sorted(points, key=lambda p: p.updates) for label, points in curves.items()}
+
+
+def speedup(baseline: Sequence[SweepPoint], candidate: Sequence[SweepPoint],
+            metric: str = "paper") -> Dict[str, Optional[float]]:
+    """The speedup of ``candidate`` over ``baseline`` (module doc) on the ``metric`` average
+    (``"paper"`` or ``"glue"``).
+
+    Returns:
+        ``baseline_best`` (score), ``baseline_updates`` (the first updates with it),
+        ``candidate_updates`` (the first updates where ``candidate`` reaches it; None if never)
+        and ``speedup`` (their ratio; None if never reached).
+    """
+    scores = [getattr(p, metric) for p in baseline]
+    best = max(scores)
+    at = baseline[scores.index(best)].updates
+    reached = next((p.updates for p in candidate if getattr(p, metric) >= best), None)
+    return {
+        "baseline_best": best,
+        "baseline_updates": at,
+        "candidate_updates": reached,
+        "speedup": at / reached if reached else None,
+    }
+
+
+def write_sweep_csv(curves: Dict[str, List[SweepPoint]], path: Path) -> None:
+    """One row per checkpoint: label, updates, both GLUE averages, columns."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["run", "updates", "glue_avg_paper", "glue_avg_mcc_for_cola", "columns"])
+        for points in curves.values():
+            for p in points:
+                writer.writerow([p.label, p.updates, f"{p.paper:.4f}", f"{p.glue:.4f}",
+                                 p.columns])
+
+
+def plot_sweep(curves: Dict[str, List[SweepPoint]], path: Path, title: str = "") -> None:
+    """GLUE average (paper's metrics, and with MCC for CoLA) vs pre-training updates, one line
+    per run, side by side in two panels; saved as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharex=True)
+    for ax, metric, name in zip(axes, ("paper", "glue"),
+                                ("GLUE avg (paper's metrics)", "GLUE avg (MCC for CoLA)")):
+        for label, points in curves.items():
+            ax.plot([p.updates for p in points], [getattr(p, metric) for p in points],
+                    marker="o", label=label)
+        ax.set_xlabel("pre-training updates")
+        ax.set_ylabel(f"{name}, points")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    columns = next(iter(curves.values()))[0].columns if curves else 0
+    fig.suptitle(title or f"GLUE dev average over {columns} dev sets vs pre-training updates")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def format_speedup(label: str, baseline: str, result: Dict[str, Optional[float]]) -> str:
+    """A sentence stating the speedup and the numbers behind it."""
+    head = (f"{baseline} is best at {result['baseline_updates']} updates "
+            f"({result['baseline_best']:.2f})")
+    if result["speedup"] is None or math.isnan(result["speedup"]):
+        return f"{head}; {label} does not reach that score: no speedup measurable"
+    return (f"{head}; {label} first reaches it at {result['candidate_updates']} updates: "
+            f"speedup {result['speedup']:.2f}x")

@@ -1,0 +1,154 @@
+"""The GLUE runner end to end: a tiny TACO checkpoint fine-tuned on RTE, MRPC, CoLA and STS-B
+for a few updates; saved predictions align with the TSV files and give the reported metrics;
+finished runs are skipped; test-set predictions; bad checkpoints are errors."""
+
+import json
+import shutil
+
+import pytest
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+from conftest import run_script
+from taco_fairseq.glue.prepare import GluePrepOptions, prepare_glue
+from taco_fairseq.glue.predict import read_predictions
+from taco_fairseq.glue.pretrained import PretrainedCheckpoint
+from taco_fairseq.glue.recipes import Hyperparameters
+from taco_fairseq.glue.runner import RunnerOptions, plan_runs, run_all
+from taco_fairseq.glue.tasks import get_task, get_tasks
+from taco_fairseq.glue.tsv import read_split
+
+TASKS = ("RTE", "MRPC", "CoLA", "STS-B")
+POINT = "bs16_lr0.001_ep1"
+
+
+def independent(metric, predicted, gold):
+    """scikit-learn / scipy on the saved predictions, in points."""
+    return 100 * {
+        "accuracy": lambda: accuracy_score(gold, predicted),
+        "f1": lambda: f1_score(gold, predicted, pos_label="1"),
+        "mcc": lambda: matthews_corrcoef(gold, predicted),
+        "pearson": lambda: pearsonr(predicted, gold)[0],
+        "spearman": lambda: spearmanr(predicted, gold)[0],
+    }[metric]()
+
+
+def test_runner_end_to_end(glue_databin, glue_data, trained_checkpoint, tmp_path):
+    out = tmp_path / "runs"
+    args = ["--checkpoints", f"tiny={trained_checkpoint / 'checkpoint_last.pt'}",
+            "--data", glue_databin, "--out", out, "--tasks", *TASKS, "--seeds", "1",
+            "--batch-sizes", "16", "--lrs", "1e-3", "--epochs", "1", "--cpu",
+            "--", "--max-update", "3", "--num-workers", "0"]
+    result = run_script("run_glue.py", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    for name in TASKS:
+        task = get_task(name)
+        run_dir = out / "tiny" / name / POINT / "seed1"
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        assert metrics["settings"]["task"] == name and metrics["pretraining_updates"] == 20
+        assert "--restore-file" in metrics["command"]
+        column = task.eval_sets[0].column
+        predictions = read_predictions(run_dir / f"predictions_{column}.tsv", task.regression)
+        # aligned with the dev file: row i of the predictions is row i of dev.tsv
+        dev = read_split(glue_data / name / task.splits["valid"].file, task.splits["valid"],
+                         task.labels)
+        assert predictions.indices == [str(i) for i in range(len(dev))]
+        expected_gold = [float(x) for x in dev.labels] if task.regression else dev.labels
+        assert predictions.gold == expected_gold
+        for metric in task.metrics:
+            value = independent(metric, predictions.predicted, predictions.gold)
+            assert metrics["dev"][column][metric] == pytest.approx(value, rel=1e-12), metric
+        # the selection metric fairseq logged (count-based criterion) agrees
+        selected = metrics["fairseq_valid"][f"valid_{task.selection_metric}"]
+        value = metrics["dev"][column][task.selection_metric]
+        tolerance = 0.05 if task.selection_metric == "accuracy" else 1e-5 * abs(value) + 1e-9
+        assert selected == pytest.approx(value, abs=tolerance)
+        assert (run_dir / "checkpoint_best.pt").is_file()
+
+    table = [line for line in result.stdout.splitlines() if line.startswith("|")]
+    assert len(table) == 3 and table[0].startswith("| checkpoint | RTE (acc) | MRPC (F1) | CoLA (acc) | STS-B ")
+    assert table[2].startswith("| tiny |") and (out / "summary.csv").is_file()
+    assert (out / "summary.md").read_text().strip() == "\n".join(table)
+
+    # started again: every run is finished, nothing is trained
+    log = out / "tiny" / "RTE" / POINT / "seed1" / "train.log"
+    before = log.stat().st_mtime_ns
+    again = run_script("run_glue.py", *args)
+    assert again.returncode == 0 and again.stdout.count("(finished before)") == 4
+    assert log.stat().st_mtime_ns == before
+
+    submission = tmp_path / "submission"
+    result = run_script("predict_glue_test.py", out, "--output-dir", submission, "--cpu")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name, rows in (("RTE", 3000), ("MRPC", 1725), ("CoLA", 1063), ("STS-B", 1379)):
+        task = get_task(name)
+        lines = (submission / f"{name}.tsv").read_text().splitlines()
+        assert lines[0] == "index\tprediction" and len(lines) == rows + 1
+        test = read_split(glue_data / name / "test.tsv", task.splits["test"], task.labels)
+        assert [line.split("\t")[0] for line in lines[1:]] == test.indices
+        values = [line.split("\t")[1] for line in lines[1:]]
+        if task.regression:
+            assert all(float(v) == float(v) for v in values)
+        else:
+            assert set(values) <= set(task.labels)
+
+
+def test_changed_settings_in_a_finished_run_directory_are_an_error(tmp_path, trained_checkpoint,
+                                                                   glue_databin):
+    run_dir = tmp_path / "tiny" / "RTE" / "bs16_lr0.001_ep1" / "seed1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(json.dumps({"settings": {"seed": 7}}))
+    runs = plan_runs([PretrainedCheckpoint("tiny", trained_checkpoint / "checkpoint_last.pt")],
+                     get_tasks(["RTE"]), [1], [Hyperparameters(16, 1e-3, 1)])
+    with pytest.raises(ValueError, match="holds a finished run with other settings"):
+        run_all(runs, RunnerOptions(data_dir=glue_databin, out_dir=tmp_path))
+
+
+def rte_with(databin, tmp_path, dict_lines):
+    """A tiny RTE prepared with ``databin``'s SentencePiece model and a modified dict.txt."""
+    other = tmp_path / "other-databin"
+    other.mkdir(parents=True)
+    shutil.copy(databin / "sentencepiece.bpe.model", other)
+    (other / "dict.txt").write_text("".join(dict_lines))
+    glue = tmp_path / "glue" / "RTE"
+    glue.mkdir(parents=True)
+    for name in ("train.tsv", "dev.tsv"):
+        (glue / name).write_text("index\tsentence1\tsentence2\tlabel\n0\tA b.\tC d.\tentailment\n")
+    prepare_glue(GluePrepOptions(glue_dir=tmp_path / "glue", pretraining_data=other,
+                                 destdir=tmp_path / "bin"))
+    return tmp_path / "bin"
+
+
+def check(trained_checkpoint, data_dir, tmp_path, checkpoint_file="checkpoint_last.pt",
+          pretraining_data=None):
+    runs = plan_runs([PretrainedCheckpoint("tiny", trained_checkpoint / checkpoint_file)],
+                     get_tasks(["RTE"]), [1], [Hyperparameters(16, 1e-3, 1)])
+    run_all(runs, RunnerOptions(data_dir=data_dir, out_dir=tmp_path / "runs",
+                                pretraining_data=pretraining_data))
+
+
+def test_a_dictionary_that_differs_from_the_checkpoints_is_an_error(
+        tiny_databin, trained_checkpoint, tmp_path):
+    lines = (tiny_databin / "dict.txt").read_text().splitlines(keepends=True)
+    swapped = lines[:10] + [lines[11], lines[10]] + lines[12:]  # same size, two ids swapped
+    data = rte_with(tiny_databin, tmp_path / "swapped", swapped)
+    with pytest.raises(ValueError, match="encoded with another dictionary"):
+        check(trained_checkpoint, data, tmp_path)
+    data = rte_with(tiny_databin, tmp_path / "shorter", lines[:-1])
+    with pytest.raises(ValueError, match=r"has 2001 token embeddings.*2000\)"):
+        check(trained_checkpoint, data, tmp_path)
+    assert not (tmp_path / "runs").exists()  # nothing started
+
+
+def test_missing_or_unreadable_checkpoints_are_errors(glue_databin, trained_checkpoint,
+                                                      tmp_path):
+    with pytest.raises(FileNotFoundError, match="random weights"):
+        check(trained_checkpoint, glue_databin, tmp_path, checkpoint_file="checkpoint_9_999.pt")
+    (tmp_path / "garbage.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a readable fairseq checkpoint"):
+        check(tmp_path, glue_databin, tmp_path, checkpoint_file="garbage.pt")
+    assert not (tmp_path / "runs").exists()
+    result = run_script("run_glue.py", "--checkpoints", tmp_path / "nothing.pt", "--data",
+                        glue_databin, "--out", tmp_path / "runs", "--tasks", "RTE")
+    assert result.returncode == 1 and "random weights" in result.stderr

@@ -152,3 +152,23 @@ def test_missing_or_unreadable_checkpoints_are_errors(glue_databin, trained_chec
     result = run_script("run_glue.py", "--checkpoints", tmp_path / "nothing.pt", "--data",
                         glue_databin, "--out", tmp_path / "runs", "--tasks", "RTE")
     assert result.returncode == 1 and "random weights" in result.stderr
+
+
+def test_checkpoint_sweep_command(glue_databin, trained_checkpoint, tmp_path):
+    """The 10- and 20-update checkpoints of the tiny TACO run, fine-tuned on RTE: one run
+    directory per checkpoint, the CSV and the figure (speedups: tests/test_glue_metrics.py)."""
+    out = tmp_path / "sweep"
+    result = run_script(
+        "glue_checkpoint_sweep.py", "--run", f"TACO={trained_checkpoint}", "--baseline", "TACO",
+        "--data", glue_databin, "--out", out, "--tasks", "RTE", "--seeds", "1", "--cpu",
+        "--", "--max-update", "2", "--num-workers", "0",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = (out / "sweep.csv").read_text().splitlines()
+    assert rows[0] == "run,updates,glue_avg_paper,glue_avg_mcc_for_cola,columns"
+    assert [r.split(",")[:2] for r in rows[1:]] == [["TACO", "10"], ["TACO", "20"]]
+    assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    for updates in (10, 20):
+        metrics = json.loads((out / f"TACO@{updates}" / "RTE" / "bs32_lr5e-05_ep4" / "seed1"
+                              / "metrics.json").read_text())
+        assert metrics["pretraining_updates"] == updates

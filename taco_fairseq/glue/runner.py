@@ -35,7 +35,7 @@ from .predict import FinetunedModel, write_predictions
 from .prepare import read_prep_info
 from .pretrained import CheckpointInfo, PretrainedCheckpoint, check_compatible, inspect_checkpoint
 from .recipes import Hyperparameters, finetune_args
-from .tasks import GlueTask
+from .tasks import GlueTask, get_task
 
 logger = logging.getLogger(__name__)
 
@@ -126,11 +126,10 @@ def run_all(runs: Sequence[FinetuneRun], options: RunnerOptions) -> List[dict]:
         RuntimeError: ``fairseq-train`` failed (the message ends with its log).
     """
     infos: Dict[Path, CheckpointInfo] = {}
-    for run in runs:
-        path = run.checkpoint.path
+    for path, task in dict.fromkeys((run.checkpoint.path, run.task.name) for run in runs):
         if path not in infos:
             infos[path] = inspect_checkpoint(path)
-        check_compatible(path, infos[path], _task_dir(options, run.task),
+        check_compatible(path, infos[path], _task_dir(options, get_task(task)),
                          options.pretraining_data)
     results = []
     with tqdm(runs, desc="GLUE fine-tuning", unit="run") as progress:

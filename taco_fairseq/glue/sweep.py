@@ -23,6 +23,7 @@ from .pretrained import PretrainedCheckpoint
 from .summary import Cell, glue_averages
 
 _CHECKPOINT = re.compile(r"^checkpoint_\d+_(\d+)\.pt$")
+_LABEL = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
 
 @dataclass(frozen=True)
@@ -61,13 +62,13 @@ def sweep_checkpoints(runs: Dict[str, Path]) -> List[PretrainedCheckpoint]:
     """The checkpoints of every run, named ``LABEL@UPDATES``.
 
     Raises:
-        ValueError: a label contains ``@`` or ``=``.
+        ValueError: a label is empty or has characters other than letters, digits, ``_.+-``.
         FileNotFoundError: as :func:`find_checkpoints`.
     """
     checkpoints = []
     for label, run_dir in runs.items():
-        if "@" in label or "=" in label or not label:
-            raise ValueError(f"run label {label!r} must be non-empty, without '@' or '='")
+        if not _LABEL.match(label):
+            raise ValueError(f"run label {label!r}: use letters, digits and _.+- only")
         checkpoints += [PretrainedCheckpoint(f"{label}@{updates}", path)
                         for updates, path in find_checkpoints(run_dir)]
     return checkpoints

@@ -100,7 +100,8 @@ def write_official_layouts(root):
     (qnli / "train.tsv").write_text("index\tquestion\tsentence\tlabel\n"
                                     "0\tWho?\tHe did.\tentailment\n"
                                     "1\tWhen?\tRed.\tnot_entailment\n")
-    (qnli / "dev.tsv").write_text("index\tquestion\tsentence\tlabel\n0\tWhy?\tBecause.\tentailment\n")
+    (qnli / "dev.tsv").write_text("index\tquestion\tsentence\tlabel\n"
+                                  "0\tWhy?\tBecause.\tentailment\n")
     (qnli / "test.tsv").write_text("index\tquestion\tsentence\n0\tHow?\tSo.\n")
 
     qqp = root / "QQP"

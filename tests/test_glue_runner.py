@@ -4,6 +4,7 @@ finished runs are skipped; test-set predictions; bad checkpoints are errors."""
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from scipy.stats import pearsonr, spearmanr
@@ -12,7 +13,11 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from conftest import run_script
 from taco_fairseq.glue.prepare import GluePrepOptions, prepare_glue
 from taco_fairseq.glue.predict import read_predictions
-from taco_fairseq.glue.pretrained import PretrainedCheckpoint
+from taco_fairseq.glue.pretrained import (
+    PretrainedCheckpoint,
+    check_compatible,
+    inspect_checkpoint,
+)
 from taco_fairseq.glue.recipes import Hyperparameters
 from taco_fairseq.glue.runner import RunnerOptions, plan_runs, run_all
 from taco_fairseq.glue.tasks import get_task, get_tasks
@@ -67,7 +72,8 @@ def test_runner_end_to_end(glue_databin, glue_data, trained_checkpoint, tmp_path
         assert (run_dir / "checkpoint_best.pt").is_file()
 
     table = [line for line in result.stdout.splitlines() if line.startswith("|")]
-    assert len(table) == 3 and table[0].startswith("| checkpoint | RTE (acc) | MRPC (F1) | CoLA (acc) | STS-B ")
+    assert len(table) == 3
+    assert table[0].startswith("| checkpoint | RTE (acc) | MRPC (F1) | CoLA (acc) | STS-B ")
     assert table[2].startswith("| tiny |") and (out / "summary.csv").is_file()
     assert (out / "summary.md").read_text().strip() == "\n".join(table)
 
@@ -139,6 +145,25 @@ def test_a_dictionary_that_differs_from_the_checkpoints_is_an_error(
     with pytest.raises(ValueError, match=r"has 2001 token embeddings.*2000\)"):
         check(trained_checkpoint, data, tmp_path)
     assert not (tmp_path / "runs").exists()  # nothing started
+
+
+def test_without_the_pretraining_data_only_the_size_is_checked(glue_databin, trained_checkpoint,
+                                                              tmp_path, caplog):
+    checkpoint = trained_checkpoint / "checkpoint_last.pt"
+    info = inspect_checkpoint(checkpoint)
+    assert (info.arch, info.max_positions, info.embedding_rows, info.num_updates) == (
+        "roberta_tiny", 64, 2001, 20)
+    check_compatible(checkpoint, info, glue_databin / "RTE", pretraining_data=tmp_path)
+    assert "only the dictionary size matched" in caplog.text
+
+
+def test_checkpoint_names():
+    assert PretrainedCheckpoint.parse("TACO=a/b.pt") == PretrainedCheckpoint("TACO", Path("a/b.pt"))
+    assert PretrainedCheckpoint.parse("runs/taco_small/checkpoint_1_5000.pt").name == \
+        "taco_small-checkpoint_1_5000"
+    # names are directory names
+    assert PretrainedCheckpoint.parse("my run/x=y.pt") == PretrainedCheckpoint("my-run-x",
+                                                                               Path("y.pt"))
 
 
 def test_missing_or_unreadable_checkpoints_are_errors(glue_databin, trained_checkpoint,

@@ -77,9 +77,8 @@ class SummableSentencePredictionCriterion(SentencePredictionCriterion):
     def _confusion(self, pred, targ):
         # every pair is logged, zeros included: all workers must log the same keys
         counts = Counter(zip(targ, pred))
-        return {
-            f"{_CONFUSION}{g}_{p}": counts[g, p] for g in self.label_values for p in self.label_values
-        }
+        values = self.label_values
+        return {f"{_CONFUSION}{g}_{p}": counts[g, p] for g in values for p in values}
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

@@ -176,7 +176,8 @@ def read_prep_info(task_dir: Path) -> dict:
 
 def read_indices(task_dir: Path, split: str) -> List[str]:
     """GLUE's example index of each row of a prepared split (see :class:`TsvSplit`)."""
-    return (Path(task_dir) / INDEX_DIR / f"{split}.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    text = (Path(task_dir) / INDEX_DIR / f"{split}.txt").read_text(encoding="utf-8")
+    return text.split("\n")[:-1]
 
 
 def _read_splits(task: GlueTask, source_dir: Path, skip_malformed: bool) -> Dict[str, TsvSplit]:
@@ -213,39 +214,16 @@ def _report_malformed(data: TsvSplit, split: str, skip_malformed: bool) -> None:
 
 
 def _write_task(task, splits, pretraining_data: Path, task_dir: Path, workers: int) -> dict:
-    text_dir = task_dir / TEXT_DIR
-    text_dir.mkdir()
+    (task_dir / TEXT_DIR).mkdir()
     (task_dir / INDEX_DIR).mkdir()
     dictionary = Dictionary.load(str(pretraining_data / DICT_FILE))
     info_splits = {split: _split_info(data, task) for split, data in splits.items()}
     for k in range(task.num_inputs):
-        out_dir = task_dir / f"input{k}"
-        out_dir.mkdir()
-        dictionary.save(str(out_dir / DICT_FILE))
-        for split, data in splits.items():
-            raw = text_dir / f"{split}.input{k}.txt"
-            _write_lines(raw, (row[k] for row in data.inputs))
-            pieces = raw.with_suffix(".spm")
-            encode_file(pretraining_data / MODEL_FILE, raw, pieces, workers=workers)
-            summary = _binarize(pieces, dictionary, out_dir / split, workers, len(data))
+        for split, summary in _write_input(k, splits, pretraining_data, dictionary, task_dir,
+                                           workers).items():
             info_splits[split][f"input{k}_tokens"] = summary.num_tok
             info_splits[split][f"input{k}_unk_tokens"] = summary.num_replaced
-    label_dir = task_dir / LABEL_DIR
-    label_dir.mkdir()
-    labeled = {split: data for split, data in splits.items() if data.labels is not None}
-    if task.regression:
-        for split, data in labeled.items():
-            _write_lines(label_dir / f"{split}.label", data.labels)
-    else:
-        labels = Dictionary()
-        train_counts = Counter(splits["train"].labels)
-        for label in task.labels:
-            labels.add_symbol(label, n=train_counts[label])
-        labels.save(str(label_dir / DICT_FILE))
-        for split, data in labeled.items():
-            raw = text_dir / f"{split}.label.txt"
-            _write_lines(raw, data.labels)
-            _binarize(raw, labels, label_dir / split, workers, len(data))
+    _write_labels(task, splits, task_dir, workers)
     for split, data in splits.items():
         _write_lines(task_dir / INDEX_DIR / f"{split}.txt", data.indices)
     return {
@@ -259,6 +237,44 @@ def _write_task(task, splits, pretraining_data: Path, task_dir: Path, workers: i
         "dictionary_size": len(dictionary),
         "splits": info_splits,
     }
+
+
+def _write_input(k: int, splits, pretraining_data: Path, dictionary: Dictionary, task_dir: Path,
+                 workers: int) -> dict:
+    """Encode and binarize input column ``k`` of every split into ``input{k}/``; returns the
+    binarizer's summary per split."""
+    out_dir = task_dir / f"input{k}"
+    out_dir.mkdir()
+    dictionary.save(str(out_dir / DICT_FILE))
+    summaries = {}
+    for split, data in splits.items():
+        raw = task_dir / TEXT_DIR / f"{split}.input{k}.txt"
+        _write_lines(raw, (row[k] for row in data.inputs))
+        pieces = raw.with_suffix(".spm")
+        encode_file(pretraining_data / MODEL_FILE, raw, pieces, workers=workers)
+        summaries[split] = _binarize(pieces, dictionary, out_dir / split, workers, len(data))
+    return summaries
+
+
+def _write_labels(task: GlueTask, splits, task_dir: Path, workers: int) -> None:
+    """``label/``: binarized class labels with a dictionary in the task's label order, or the
+    STS-B scores as ``{split}.label`` text."""
+    label_dir = task_dir / LABEL_DIR
+    label_dir.mkdir()
+    labeled = {split: data for split, data in splits.items() if data.labels is not None}
+    if task.regression:
+        for split, data in labeled.items():
+            _write_lines(label_dir / f"{split}.label", data.labels)
+        return
+    labels = Dictionary()
+    train_counts = Counter(splits["train"].labels)
+    for label in task.labels:
+        labels.add_symbol(label, n=train_counts[label])
+    labels.save(str(label_dir / DICT_FILE))
+    for split, data in labeled.items():
+        raw = task_dir / TEXT_DIR / f"{split}.label.txt"
+        _write_lines(raw, data.labels)
+        _binarize(raw, labels, label_dir / split, workers, len(data))
 
 
 def _split_info(data: TsvSplit, task: GlueTask) -> dict:

@@ -25,9 +25,8 @@ from taco_fairseq.glue.cli import (
     split_fairseq_args,
 )
 from taco_fairseq.glue.recipes import DEFAULTS
-from taco_fairseq.glue.report import write_summary
 from taco_fairseq.glue.runner import plan_runs, run_all
-from taco_fairseq.glue.summary import summarize
+from taco_fairseq.glue.summary import summarize, write_summary
 from taco_fairseq.glue.sweep import (
     format_speedup,
     plot_sweep,

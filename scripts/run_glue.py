@@ -31,8 +31,8 @@ from taco_fairseq.glue.cli import (
 )
 from taco_fairseq.glue.pretrained import PretrainedCheckpoint, inspect_checkpoint
 from taco_fairseq.glue.recipes import DEFAULTS, Hyperparameters, grid
-from taco_fairseq.glue.report import write_summary
 from taco_fairseq.glue.runner import fairseq_train_args, plan_runs, run_all
+from taco_fairseq.glue.summary import write_summary
 
 
 def build_parser() -> argparse.ArgumentParser:

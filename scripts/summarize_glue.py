@@ -10,8 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from taco_fairseq.glue.report import write_summary
-from taco_fairseq.glue.summary import collect_results
+from taco_fairseq.glue.summary import collect_results, write_summary
 
 
 def main(argv=None) -> None:

@@ -61,6 +61,7 @@ class FinetuneRun:
 
     @property
     def label(self) -> str:
+        """``<checkpoint> <task> <grid point> seed<S>``, for progress messages."""
         return " ".join(self.relative_dir.parts)
 
 

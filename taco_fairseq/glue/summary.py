@@ -29,6 +29,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from .runner import RESULT_FILE
 from .tasks import EVAL_COLUMNS, TASKS, get_task
 
+SUMMARY_CSV = "summary.csv"
+SUMMARY_MD = "summary.md"
+
 
 @dataclass
 class Cell:
@@ -146,6 +149,16 @@ def format_markdown(cells: Sequence[Cell]) -> str:
         row += [f"{avg['paper']:.2f}{mark}", f"{avg['glue']:.2f}{mark}"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def write_summary(results: Sequence[dict], out_dir: Path, pooled: bool = False) -> str:
+    """Write ``summary.csv`` (:func:`write_csv`) and ``summary.md`` (:func:`format_markdown`)
+    of ``results`` into ``out_dir``; returns the markdown table."""
+    cells = summarize(results, pooled=pooled)
+    write_csv(cells, Path(out_dir) / SUMMARY_CSV)
+    table = format_markdown(cells)
+    (Path(out_dir) / SUMMARY_MD).write_text(table + "\n", encoding="utf-8")
+    return table
 
 
 def _means(cells) -> Dict[str, Dict[str, Dict[str, float]]]:

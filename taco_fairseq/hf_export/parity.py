@@ -143,10 +143,8 @@ def check_logits(
     compared, worst, worst_text = 0, 0.0, ""
     for start in range(0, len(inputs), batch_size):
         batch = inputs[start:start + batch_size]
-        encoded = tokenizer(
-            [t for t, _ in batch],
-            [p for _, p in batch] if batch[0][1] is not None else None,
-            padding=True, truncation=True, return_tensors="pt",
+        encoded = tokenizer.pad(
+            [tokenizer(text, pair, truncation=True) for text, pair in batch], return_tensors="pt"
         )
         tokens = _fairseq_batch(hub, batch, tokenizer.model_max_length)
         if not torch.equal(tokens, encoded["input_ids"]):

@@ -59,10 +59,14 @@ def recorded_data_dir(checkpoint: PathLike) -> str:
     Reads only the checkpoint's configuration (the tensors are memory-mapped, not read;
     importing ``taco_fairseq`` lets ``torch.load`` read fairseq checkpoints).
     """
-    state = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=True)
+    try:
+        state = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=True)
+    except RuntimeError:  # checkpoints saved before torch's zip format cannot be mapped
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
     if state.get("args") is not None:
         return state["args"].data
-    return state["cfg"]["task"]["data"]
+    task = state["cfg"]["task"]
+    return task["data"] if isinstance(task, dict) else task.data
 
 
 def from_pretrained(
@@ -91,6 +95,7 @@ def from_pretrained(
     Raises:
         FileNotFoundError: if the checkpoint, the data directory or the SentencePiece model is
             missing; the message names the argument to pass.
+        ValueError: if the data directory's dictionary does not fit the model.
     """
     checkpoint = resolve_checkpoint(checkpoint)
     if data_dir is None:
@@ -112,13 +117,21 @@ def from_pretrained(
             )
     elif not Path(sentencepiece_model).is_file():
         raise FileNotFoundError(f"sentencepiece_model not found: {sentencepiece_model}")
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(checkpoint)],
-        arg_overrides={
-            "data": str(data_dir),
-            "bpe": "sentencepiece",
-            "sentencepiece_model": str(Path(sentencepiece_model).resolve()),
-            "load_checkpoint_heads": True,
-        },
-    )
+    try:
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+            [str(checkpoint)],
+            arg_overrides={
+                "data": str(data_dir),
+                "bpe": "sentencepiece",
+                "sentencepiece_model": str(Path(sentencepiece_model).resolve()),
+                "load_checkpoint_heads": True,
+            },
+        )
+    except RuntimeError as e:
+        if "size mismatch" not in str(e):
+            raise
+        raise ValueError(
+            f"{checkpoint} does not fit the dictionary of {data_dir} (other vocabulary size); "
+            "pass data_dir= with the data-bin the model was trained on"
+        ) from e
     return RobertaHubInterface(cfg, task, models[0]).eval()

@@ -63,6 +63,13 @@ def test_errors_name_what_to_pass(trained_checkpoint, tiny_databin, tmp_path, mo
     (no_model / "dict.txt").write_bytes((tiny_databin / "dict.txt").read_bytes())
     with pytest.raises(FileNotFoundError, match="pass sentencepiece_model="):
         hub.from_pretrained(trained_checkpoint, data_dir=no_model)
+    other_vocabulary = tmp_path / "other-databin"
+    other_vocabulary.mkdir()
+    lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    (other_vocabulary / "dict.txt").write_text("".join(lines[:100]), encoding="utf-8")
+    spm_file = tiny_databin / "sentencepiece.bpe.model"
+    with pytest.raises(ValueError, match="does not fit the dictionary"):
+        hub.from_pretrained(trained_checkpoint, data_dir=other_vocabulary, sentencepiece_model=spm_file)
     monkeypatch.setattr(hub, "recorded_data_dir", lambda checkpoint: str(tmp_path / "moved"))
     with pytest.raises(FileNotFoundError, match="pass data_dir="):
         hub.from_pretrained(trained_checkpoint)

@@ -29,16 +29,15 @@ from typing import Optional, Sequence, Union
 
 import fairseq
 import torch
+import transformers
+from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from .. import __version__
 from ..hub import from_pretrained, resolve_checkpoint
 from .check_text import select_check_text
-from .parity import DEFAULT_ATOL, ParityError, ParityReport, check_parity  # noqa: F401
+from .parity import DEFAULT_ATOL, ParityReport, check_parity
 from .tokenizer import build_tokenizer
 from .weights import to_transformers
-
-import transformers  # noqa: E402  (imported by .weights after the torchaudio check)
-from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -24,12 +24,7 @@ from pathlib import Path
 from typing import Union
 
 from fairseq.data import Dictionary
-
-from . import compat
-
-compat.hide_unloadable_torchaudio()
-
-from transformers import BartphoTokenizer  # noqa: E402  (after the torchaudio check)
+from transformers import BartphoTokenizer
 
 PathLike = Union[str, Path]
 

@@ -31,16 +31,7 @@ import re
 from typing import Dict, Mapping, Optional
 
 import torch
-
-from . import compat
-
-compat.hide_unloadable_torchaudio()
-
-from transformers import (  # noqa: E402  (after the torchaudio check)
-    RobertaConfig,
-    RobertaForMaskedLM,
-    RobertaForSequenceClassification,
-)
+from transformers import RobertaConfig, RobertaForMaskedLM, RobertaForSequenceClassification
 
 #: fairseq model options this conversion requires: option -> (value, why).
 REQUIRED_OPTIONS = {

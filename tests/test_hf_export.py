@@ -312,10 +312,10 @@ def test_check_text_has_the_hard_cases(tiny_databin, check_lines):
     assert check.pairs and all(len(sp.encode(a)) + len(sp.encode(b)) + 4 <= 64 for a, b in check.pairs)
 
 
-@pytest.mark.parametrize("arch", ["roberta_small", "roberta_medium", "roberta_tiny --untie-weights-roberta"])
+@pytest.mark.parametrize("arch", ["roberta_small", "roberta_tiny --untie-weights-roberta"])
 def test_every_size_converts_exactly(arch, tiny_databin, check_lines, tmp_path):
-    """Random (not initial) weights, so that every parameter counts; the paper's BERT-small,
-    the deepest registered size and untied embeddings (roberta_tiny tied: the trained runs)."""
+    """Random (not initial) weights, so that every parameter counts: the paper's BERT-small and
+    untied embeddings (roberta_tiny tied and untied with trained weights: the runs above)."""
     _, task, model, _ = fairseq_setup(tiny_databin, "--arch", *arch.split())
     torch.manual_seed(0)
     with torch.no_grad():

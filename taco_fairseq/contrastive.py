@@ -12,6 +12,7 @@ Nothing here imports fairseq: positions are flat indices into a ``[rows, hidden]
 global-bias vectors, as produced by :mod:`taco_fairseq.data.contrastive_sampling`.
 """
 
+import contextlib
 import warnings
 from typing import NamedTuple
 
@@ -77,7 +78,8 @@ def info_nce(
         loss[n] = logsumexp([s_pos, s_1, …, s_K]) − s_pos
 
     The scores of the negatives are computed without building an ``[anchors, K, hidden]``
-    tensor (see :func:`sampled_dot`), and everything is float32.
+    tensor (see :func:`sampled_dot`), and everything is float32, also inside an autocast
+    region (``--amp``), which would otherwise run the products in half precision.
 
     Args:
         vectors: ``[rows, hidden]`` the table of vectors (e.g. global-bias vectors of every
@@ -110,15 +112,24 @@ def info_nce(
         raise ValueError(
             f"negative must be [anchors={anchor.size(0)}, K>=1], got {tuple(negative.shape)}"
         )
-    z = F.normalize(vectors.float(), dim=-1, eps=NORM_EPS)
-    keys = z.detach() if detach_keys else z
-    queries = z.index_select(0, anchor)
-    positive_score = (queries * keys.index_select(0, positive)).sum(-1) / temperature
-    negative_score = sampled_dot(queries, keys, negative) / temperature
-    logits = torch.cat([positive_score.unsqueeze(1), negative_score], dim=1)
-    loss = torch.logsumexp(logits, dim=1) - positive_score
+    with full_precision(vectors.device):
+        z = F.normalize(vectors.float(), dim=-1, eps=NORM_EPS)
+        keys = z.detach() if detach_keys else z
+        queries = z.index_select(0, anchor)
+        positive_score = (queries * keys.index_select(0, positive)).sum(-1) / temperature
+        negative_score = sampled_dot(queries, keys, negative) / temperature
+        logits = torch.cat([positive_score.unsqueeze(1), negative_score], dim=1)
+        loss = torch.logsumexp(logits, dim=1) - positive_score
     correct = positive_score.detach() > negative_score.detach().max(dim=1).values
     return InfoNCEOutput(loss, correct)
+
+
+def full_precision(device: torch.device):
+    """A context in which autocast is off on ``device`` (a no-op where torch has no
+    autocast for its type)."""
+    if torch.amp.is_autocast_available(device.type):
+        return torch.autocast(device_type=device.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def sampled_dot(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
@@ -150,9 +161,13 @@ class _SampledDot(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
+        with full_precision(grad_out.device):
+            return _SampledDot._backward(ctx, grad_out.contiguous())
+
+    @staticmethod
+    def _backward(ctx, grad_out):
         queries, keys, index = ctx.saved_tensors
         grad_queries = grad_keys = None
-        grad_out = grad_out.contiguous()
         if ctx.needs_input_grad[0]:
             # grad_queries[n] = Σ_k grad_out[n, k] · keys[index[n, k]]
             grad_queries = F.embedding_bag(

@@ -20,8 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-#: Norms below this count as this value when normalizing (cosine similarity of a zero vector
-#: is 0, never NaN). Real global-bias vectors have norms of order sqrt(hidden).
+#: Vectors with a smaller norm have no direction: their cosine with anything is 0 (never NaN)
+#: and they get no gradient (a 1/norm slope would overflow half precision). Real global-bias
+#: vectors have norms of order sqrt(hidden).
 NORM_EPS = 1e-6
 
 #: Upper bound, in bytes, of the [chunk, K, hidden] block that the gather path materializes.
@@ -72,7 +73,7 @@ def info_nce(
     """InfoNCE with cosine-similarity scores over sampled rows of ``vectors`` (TACO §3.1).
 
     For anchor ``a = anchor[n]``, positive ``p = positive[n]`` and negatives
-    ``negative[n, :]``, with ``z = vectors / max(‖vectors‖, NORM_EPS)`` row-wise::
+    ``negative[n, :]``, with ``z = vectors / ‖vectors‖`` row-wise (0 below NORM_EPS)::
 
         s_pos = z[a]·z[p] / τ,   s_k = z[a]·z[negative[n, k]] / τ
         loss[n] = logsumexp([s_pos, s_1, …, s_K]) − s_pos
@@ -113,7 +114,7 @@ def info_nce(
             f"negative must be [anchors={anchor.size(0)}, K>=1], got {tuple(negative.shape)}"
         )
     with full_precision(vectors.device):
-        z = F.normalize(vectors.float(), dim=-1, eps=NORM_EPS)
+        z = _unit_rows(vectors.float())
         keys = z.detach() if detach_keys else z
         queries = z.index_select(0, anchor)
         positive_score = (queries * keys.index_select(0, positive)).sum(-1) / temperature
@@ -122,6 +123,11 @@ def info_nce(
         loss = torch.logsumexp(logits, dim=1) - positive_score
     correct = positive_score.detach() > negative_score.detach().max(dim=1).values
     return InfoNCEOutput(loss, correct)
+
+
+def _unit_rows(x: Tensor) -> Tensor:
+    norm = x.norm(dim=-1, keepdim=True)
+    return torch.where(norm >= NORM_EPS, x / norm.clamp(min=NORM_EPS), 0.0)
 
 
 def full_precision(device: torch.device):
@@ -189,6 +195,8 @@ class _SampledDot(torch.autograd.Function):
 
 def _sampled_dot_csr(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
     n, k = index.shape
+    if n == 0:
+        return queries.new_zeros(0, k)
     # A CSR pattern needs sorted, distinct columns per row. Sort each row (the result is
     # returned in the original order) and move the r-th repeat of a column to copy r of keys.
     sorted_index, order = index.sort(dim=1)

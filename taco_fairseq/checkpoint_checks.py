@@ -8,6 +8,7 @@ fix. The task calls them when it builds the model for training.
 """
 
 import hashlib
+import logging
 import os
 from typing import Dict, Optional
 
@@ -19,6 +20,8 @@ DICTIONARY_KEY = "dictionary_fingerprint"
 
 #: fairseq's default ``--restore-file``: resume from ``<save-dir>/checkpoint_last.pt`` if any.
 DEFAULT_RESTORE_FILE = "checkpoint_last.pt"
+
+logger = logging.getLogger(__name__)
 
 
 def dictionary_fingerprint(dictionary) -> Dict[str, object]:
@@ -40,20 +43,29 @@ def checkpoint_to_load(cfg) -> Optional[str]:
         the path, or None when training starts from scratch (no ``checkpoint_last.pt`` in
         ``--save-dir`` and no other checkpoint asked for).
 
+    Logs a warning when an explicit ``--restore-file`` is loaded although ``--save-dir`` holds a
+    ``checkpoint_last.pt``: a restarted run then goes back to the restore file.
+
     Raises:
         FileNotFoundError: when ``--restore-file`` (not the default) or ``--continue-once``
             names a file that does not exist; fairseq would silently start from scratch.
     """
+    last = os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
     if cfg.restore_file != DEFAULT_RESTORE_FILE:
         path = cfg.restore_file.replace(".pt", cfg.checkpoint_suffix + ".pt")
         if not PathManager.isfile(path):
             raise FileNotFoundError(
                 f"--restore-file {path}: no such checkpoint (fairseq would start from scratch). "
-                "Fix the path, or leave --restore-file out to resume from "
-                f"{os.path.join(cfg.save_dir, DEFAULT_RESTORE_FILE)} or start afresh."
+                f"Fix the path, or leave --restore-file out to resume from {last} or start "
+                "afresh."
+            )
+        if PathManager.isfile(last) and os.path.abspath(path) != os.path.abspath(last):
+            logger.warning(
+                f"loading --restore-file {path}, not {last}: this run restarts from {path}. "
+                f"To resume an interrupted run, leave --restore-file out (use --continue-once "
+                f"{path} to start from it only when {last} does not exist)"
             )
         return path
-    last = os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
     if PathManager.isfile(last):
         return last
     if cfg.continue_once is not None:

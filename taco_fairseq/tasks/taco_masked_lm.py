@@ -1,5 +1,6 @@
 """Task ``taco_masked_lm``: fairseq's ``masked_lm`` plus TACO's contrastive sampling."""
 
+import importlib.util
 import logging
 import os
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ import torch
 from fairseq import utils
 from fairseq.dataclass import ChoiceEnum
 from fairseq.distributed import utils as distributed_utils
+from fairseq.models.roberta import RobertaModel
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from omegaconf import II
@@ -65,6 +67,9 @@ class TacoMaskedLMConfig(MaskedLMConfig):
     continue_once: Optional[str] = II("checkpoint.continue_once")
     finetune_from_model: Optional[str] = II("checkpoint.finetune_from_model")
     checkpoint_suffix: str = II("checkpoint.checkpoint_suffix")
+    fp16: bool = II("common.fp16")
+    bf16: bool = II("common.bf16")
+    amp: bool = II("common.amp")
 
 
 def validate_sampling_options(cfg) -> None:
@@ -113,6 +118,44 @@ def validate_sampling_options(cfg) -> None:
         )
 
 
+def validate_training_setup(cfg, model_cfg, model) -> None:
+    """Check the model and the precision options of a training run; log a warning for
+    ``--amp`` without a GPU.
+
+    Raises:
+        ValueError: for a model other than fairseq's ``RobertaModel``, ``--tokens-per-sample``
+            above the model's ``--max-positions``, ``--fp16`` without a CUDA GPU or ``--bf16``
+            without torch_xla (in fairseq it means TPU training).
+    """
+    if not isinstance(model, RobertaModel):
+        arch = getattr(model_cfg, "arch", None) or getattr(model_cfg, "_name", None)
+        raise ValueError(
+            f"--arch {arch}: the TC loss needs a RoBERTa model (fairseq's RobertaModel: "
+            "roberta_tiny/mini/small/medium/base/large or roberta with size options)"
+        )
+    if model.max_positions() < cfg.tokens_per_sample:
+        raise ValueError(
+            f"--tokens-per-sample {cfg.tokens_per_sample} exceeds the model's --max-positions "
+            f"{model.max_positions()}: every longer block would be dropped. Lower "
+            "--tokens-per-sample or raise --max-positions"
+        )
+    if cfg.fp16 and not torch.cuda.is_available():
+        raise ValueError(
+            "--fp16 needs a CUDA GPU (fairseq's FP16Optimizer); on the CPU leave it out and "
+            "train in float32"
+        )
+    if cfg.bf16 and importlib.util.find_spec("torch_xla") is None:
+        raise ValueError(
+            "--bf16 means TPU training in fairseq (it implies --tpu) and needs torch_xla; "
+            "on GPUs use --fp16 or --amp, on the CPU leave it out"
+        )
+    if cfg.amp and not torch.cuda.is_available():
+        logger.warning(
+            "--amp without a GPU: fairseq autocasts CUDA operations only, so this run trains "
+            "in float32"
+        )
+
+
 @register_task("taco_masked_lm", dataclass=TacoMaskedLMConfig)
 class TacoMaskedLMTask(MaskedLMTask):
     """``masked_lm`` (same data, masking and defaults) whose batches also carry TACO's
@@ -156,32 +199,22 @@ class TacoMaskedLMTask(MaskedLMTask):
         )
 
     def build_model(self, cfg, from_checkpoint=False):
-        """Build the model; for training (not ``from_checkpoint``), also check that it suits
-        TACO and that the checkpoint fairseq-train will load fits it.
+        """Build the model; for training (not ``from_checkpoint``), also check the set-up
+        (:func:`validate_training_setup`) and that the checkpoint fairseq-train will load
+        fits the model and dictionary.
 
         Raises:
-            ValueError: for a model without a RoBERTa-style encoder, ``--tokens-per-sample``
-                above the model's ``--max-positions``, or a checkpoint of another vocabulary
-                or architecture (:func:`~taco_fairseq.checkpoint_checks.check_checkpoint_fits`).
+            ValueError: from :func:`validate_training_setup`, or for a checkpoint of another
+                vocabulary or architecture
+                (:func:`~taco_fairseq.checkpoint_checks.check_checkpoint_fits`).
             FileNotFoundError: for a ``--restore-file`` that does not exist.
         """
         model = super().build_model(cfg, from_checkpoint)
-        if from_checkpoint:
-            return model
-        if not hasattr(getattr(model, "encoder", None), "sentence_encoder"):
-            raise ValueError(
-                f"--arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', None)}: TACO needs a RoBERTa-style encoder "
-                "(roberta_tiny/mini/small/medium/base/large)"
-            )
-        if model.max_positions() < self.cfg.tokens_per_sample:
-            raise ValueError(
-                f"--tokens-per-sample {self.cfg.tokens_per_sample} exceeds the model's "
-                f"--max-positions {model.max_positions()}: every longer block would be "
-                "dropped. Lower --tokens-per-sample or raise --max-positions"
-            )
-        path = checkpoint_to_load(self.cfg)
-        if path is not None:
-            check_checkpoint_fits(path, model, self.dictionary)
+        if not from_checkpoint:
+            validate_training_setup(self.cfg, cfg, model)
+            path = checkpoint_to_load(self.cfg)
+            if path is not None:
+                check_checkpoint_fits(path, model, self.dictionary)
         return model
 
     def get_batch_iterator(self, dataset, *args, **kwargs):

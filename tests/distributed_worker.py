@@ -1,7 +1,7 @@
 """One rank of a gloo process group for the multi-process tests (started by
-``multiprocess.worker_job``): ``python tests/distributed_worker.py JOB DATABIN OUT RANK WORLD
-PORT``. Each job builds taco set-ups with ``conftest.fairseq_setup`` and saves what the tests
-compare to ``OUT/rank{RANK}.pt``.
+``multiprocess.worker_results``): ``python tests/distributed_worker.py DATABIN OUT RANK WORLD
+PORT``. Each job builds taco set-ups with ``conftest.fairseq_setup``; what the tests compare is
+saved to ``OUT/rank{RANK}.pt``. All jobs share one launch (start-up is most of the cost).
 """
 
 import sys
@@ -28,8 +28,8 @@ DDP_VARIANTS = {
 }
 
 
-class _Backward:
-    """The one optimizer method ``FairseqTask.train_step`` calls."""
+class Backward:
+    """Stands in for the optimizer: the one method ``FairseqTask.train_step`` calls."""
 
     @staticmethod
     def backward(loss):
@@ -72,7 +72,7 @@ def ddp_variants(databin, rank, world_size):
             try:
                 for update in range(2):
                     wrapped.zero_grad()
-                    task.train_step(next(batches), wrapped, criterion, _Backward, update)
+                    task.train_step(next(batches), wrapped, criterion, Backward, update)
                     if backend == "legacy_ddp":
                         wrapped.all_reduce_grads()
                     with torch.no_grad():
@@ -117,13 +117,14 @@ def cross_worker(databin, rank, world_size):
 JOBS = {"ddp-variants": ddp_variants, "cross-worker": cross_worker}
 
 
-def main(job, databin, out_dir, rank, world_size, port):
+def main(databin, out_dir, rank, world_size, port):
+    """Run every job; save ``{job: result}``."""
     rank, world_size = int(rank), int(world_size)
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
     )
-    result = JOBS[job](databin, rank, world_size)
-    torch.save(result, Path(out_dir) / f"rank{rank}.pt")
+    results = {name: job(databin, rank, world_size) for name, job in JOBS.items()}
+    torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     dist.destroy_process_group()
 
 

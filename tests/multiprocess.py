@@ -1,11 +1,16 @@
 """Helpers for tests that run several processes: a free TCP port, fairseq-train with one
-process per rank (gloo on the CPU), and tests/distributed_worker.py jobs."""
+process per rank (gloo on the CPU), and the jobs of tests/distributed_worker.py."""
 
+import functools
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import torch
 
 from conftest import REPO
 
@@ -62,13 +67,22 @@ def fairseq_train_ranks(args, world_size=2, timeout=600):
     return run_ranks([[*common, "--distributed-rank", r] for r in range(world_size)], timeout)
 
 
-def worker_job(job, databin, out_dir, world_size=2, timeout=600):
-    """Run ``tests/distributed_worker.py JOB`` as ``world_size`` ranks; each writes
-    ``out_dir/rank{R}.pt``."""
+@functools.lru_cache(maxsize=None)
+def worker_results(databin, world_size=2, timeout=900):
+    """Run tests/distributed_worker.py as ``world_size`` gloo ranks (once per session and
+    data-bin).
+
+    Returns:
+        per rank, ``{job name: result}`` (see ``distributed_worker.JOBS``).
+    """
+    out_dir = Path(tempfile.mkdtemp(prefix="taco_distributed_"))
     port = free_port()
     script = REPO / "tests" / "distributed_worker.py"
-    return run_ranks(
-        [[sys.executable, script, job, databin, out_dir, r, world_size, port]
+    run_ranks(
+        [[sys.executable, script, databin, out_dir, r, world_size, port]
          for r in range(world_size)],
         timeout,
     )
+    results = [torch.load(out_dir / f"rank{r}.pt", weights_only=False) for r in range(world_size)]
+    shutil.rmtree(out_dir)
+    return results

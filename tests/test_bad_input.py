@@ -12,13 +12,8 @@ import pytest
 import torch
 
 from conftest import first_batch, fairseq_setup, run_fairseq, run_script, train_args
+from distributed_worker import Backward
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
-
-
-class _Backward:
-    @staticmethod
-    def backward(loss):
-        loss.backward()
 
 
 @pytest.mark.parametrize(
@@ -71,13 +66,13 @@ def test_more_negatives_than_tokens_are_drawn_with_replacement_and_warned_once(
     assert 0 < batch["taco"]["available_negatives"] <= 64
     with caplog.at_level(logging.WARNING):
         for update in range(2):
-            task.train_step(first_batch(task, batch_size=2), model, criterion, _Backward, update)
+            task.train_step(first_batch(task, batch_size=2), model, criterion, Backward, update)
     assert caplog.text.count("--tc-negatives 500 exceeds the") == 1
     # enough tokens: no warning
     caplog.clear()
     _, task, model, criterion = fairseq_setup(tiny_databin, "--tc-negatives", "50")
     with caplog.at_level(logging.WARNING):
-        task.train_step(first_batch(task, batch_size=4), model, criterion, _Backward, 0)
+        task.train_step(first_batch(task, batch_size=4), model, criterion, Backward, 0)
     assert "exceeds the" not in caplog.text
 
 
@@ -156,10 +151,10 @@ def test_checkpoint_of_another_architecture(trained_checkpoint, tiny_databin):
 
 # --- corpus: empty, blank, non-UTF-8, a very long line ----------------------------------------
 
-@pytest.mark.parametrize("content", [b"", b"\n  \n\t\n"], ids=["empty", "blank"])
-def test_empty_or_blank_corpus_file(tmp_path, content):
+def test_blank_corpus_file(tmp_path):
+    """The prep command's exit path (empty and markup-only files: tests/test_corpus.py)."""
     corpus = tmp_path / "corpus.txt"
-    corpus.write_bytes(content)
+    corpus.write_bytes(b"\n  \n\t\n")
     result = run_script("prepare_pretraining_data.py", "--train", corpus, "--valid-docs", "1",
                         "--vocab-size", "100", "--destdir", tmp_path / "out")
     assert result.returncode != 0

@@ -9,11 +9,10 @@ import pytest
 import torch
 
 from conftest import fairseq_setup, train_args
-from multiprocess import fairseq_train_ranks, worker_job
+from distributed_worker import NO_DROPOUT
+from multiprocess import fairseq_train_ranks, worker_results
 from taco_fairseq.data.contrastive_sampling import sample_cross_worker_positions
 from taco_fairseq.distributed_negatives import global_negative_index
-
-NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
 
 
 def test_global_index_is_uniform_over_all_workers_tokens_outside_the_row():
@@ -99,10 +98,8 @@ def _merge(samples):
 
 
 @pytest.fixture(scope="module")
-def two_workers(tiny_databin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("cross_worker")
-    worker_job("cross-worker", tiny_databin, out)
-    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(2)]
+def two_workers(tiny_databin):
+    return [rank["cross-worker"] for rank in worker_results(tiny_databin)]
 
 
 def _reference(tiny_databin, state, sample):
@@ -138,8 +135,8 @@ def test_two_workers_equal_one_worker_holding_both_batches(two_workers, tiny_dat
 def test_dummy_batch_shares_no_keys(two_workers, tiny_databin):
     """With rank 1 on fairseq's padding batch, rank 0 draws only from its own batch."""
     rank0 = two_workers[0]
-    sample = rank0["sample"]
-    sample["taco"].update(update_totals=torch.ones(2), dummy=False)
+    sample = {**rank0["sample"]}
+    sample["taco"] = {**sample["taco"], "update_totals": torch.ones(2), "dummy": False}
     losses, _ = _reference(tiny_databin, rank0["model"], sample)
     torch.testing.assert_close(rank0["steps"][1]["tc_loss"], losses.tc_loss, rtol=1e-5, atol=0)
     # and differs from the step whose negatives came from both workers

@@ -9,7 +9,7 @@ import torch
 
 from conftest import USER_DIR, run_fairseq
 from distributed_worker import DDP_VARIANTS
-from multiprocess import fairseq_train_ranks, worker_job
+from multiprocess import fairseq_train_ranks, worker_results
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
 
 
@@ -64,10 +64,8 @@ def test_two_processes_equal_one_process_with_update_freq_2(tiny_databin, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def ddp_results(tiny_databin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("ddp")
-    worker_job("ddp-variants", tiny_databin, out)
-    return [torch.load(out / f"rank{r}.pt") for r in range(2)]
+def ddp_results(tiny_databin):
+    return [rank["ddp-variants"] for rank in worker_results(tiny_databin)]
 
 
 @pytest.mark.parametrize("backend", ["legacy_ddp", "pytorch_ddp"])

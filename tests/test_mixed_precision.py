@@ -204,7 +204,7 @@ def models(tiny_databin):
     return criterion, {name: copy.deepcopy(model).to(dtype) for name, dtype in DTYPES.items()}
 
 
-@PROPERTY
+@settings(PROPERTY, max_examples=30)  # a forward and backward pass each
 @given(batch=masked_lm_batches(), positions=st.sampled_from(TC_POSITIONS),
        embedding=st.sampled_from(["layer-output", "token"]),
        precision=st.sampled_from([*sorted(DTYPES), "amp"]))

@@ -216,7 +216,7 @@ class TacoLoss(FairseqCriterion):
                 vectors, anchor, positive, negative, dropped = complete_negatives(
                     vectors, taco, across_workers="update_totals" in taco
                 )
-                taco["skipped"] = int(dropped > 0)
+                taco["skipped"] = int(dropped > 0)  # logged as tc_skipped
             else:
                 negative = taco["negative"]
             if len(anchor) == 0:

@@ -210,11 +210,12 @@ class TacoLoss(FairseqCriterion):
         if len(taco["anchor"]) == 0 and not cross_worker:
             return TacoLosses(mlm_loss, zero, 0, 0, sample_size)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.tc_weight > 0):
-            vectors = self._global_bias(model, sample, extra["inner_states"]).flatten(0, 1)
+            # [batch, seq_len, hidden], a transposed view info_nce reads without a copy
+            vectors = self._global_bias(model, sample, extra["inner_states"])
             anchor, positive = taco["anchor"], taco["positive"]
             if cross_worker:
                 vectors, anchor, positive, negative, dropped = complete_negatives(
-                    vectors, taco, across_workers="update_totals" in taco
+                    vectors.flatten(0, 1), taco, across_workers="update_totals" in taco
                 )
                 taco["skipped"] = int(dropped > 0)  # logged as tc_skipped
             else:

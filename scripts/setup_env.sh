@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv with the pinned dependencies of constraints.txt and this package (editable).
-# Cheap to re-run: it reinstalls only when setup.py or constraints.txt changed.
+# Cheap to re-run: it reinstalls only when setup.py, constraints.txt or this script changed.
 # PYTHON=/path/to/python3.11 picks the interpreter (default: python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,12 +11,17 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   exit 1
 fi
 stamp=.venv/.installed-from
-wanted=$(cat setup.py constraints.txt | sha256sum | cut -d' ' -f1)
+wanted=$(cat setup.py constraints.txt scripts/setup_env.sh | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
   exit 0
 fi
-echo "Setting up .venv (pinned versions from constraints.txt) ..."
+echo "Setting up .venv (pinned versions from constraints.txt; pip's log: .venv/pip.log) ..."
 "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -c constraints.txt -e ".[test,plot]"
+if ! { .venv/bin/python -m pip install --upgrade pip &&
+       .venv/bin/python -m pip install -c constraints.txt -e ".[test,plot,hf,tensorboard]"; } > .venv/pip.log 2>&1
+then
+  tail -n 30 .venv/pip.log >&2
+  echo "pip install failed; the whole log is in .venv/pip.log" >&2
+  exit 1
+fi
 echo "$wanted" > "$stamp"

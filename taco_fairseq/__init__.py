@@ -6,9 +6,18 @@ task, the ``taco`` criterion, the ``sentence_prediction_summable`` criterion (GL
 ``torch.load(weights_only=True)``.
 """
 
-from . import checkpoint_compat  # noqa: F401  (allow-lists the globals of fairseq checkpoints)
-from .criterions import sentence_prediction_summable, taco  # noqa: F401
-from .models import roberta_sizes  # noqa: F401
-from .tasks import taco_masked_lm  # noqa: F401
+import warnings
+
+# fairseq's FairseqTask.train_step enters torch.cuda.amp.autocast on every update, which torch
+# >= 2.4 reports as deprecated each time; the message says nothing about this project.
+warnings.filterwarnings(
+    "ignore", message=r"`torch\.cuda\.amp\.autocast\(args\.\.\.\)` is deprecated",
+    category=FutureWarning,
+)
+
+from . import checkpoint_compat  # noqa: E402,F401  (allow-lists the globals of fairseq checkpoints)
+from .criterions import sentence_prediction_summable, taco  # noqa: E402,F401
+from .models import roberta_sizes  # noqa: E402,F401
+from .tasks import taco_masked_lm  # noqa: E402,F401
 
 __version__ = "0.1.0"

@@ -189,3 +189,17 @@ def test_masked_lm_task_batches_are_refused(tiny_databin):
     del batch["taco"]
     with pytest.raises(KeyError, match="taco_masked_lm"):
         criterion(model, batch)
+
+
+def test_untied_embeddings_train_with_taco(tiny_databin):
+    _, task, model, criterion = fairseq_setup(
+        tiny_databin, "--untie-weights-roberta", "--tc-embedding", "token"
+    )
+    encoder = model.encoder
+    assert encoder.lm_head.weight is not encoder.sentence_encoder.embed_tokens.weight
+    loss, _, log = criterion(model, first_batch(task))
+    assert log["tc_anchors"] > 0
+    loss.backward()
+    # the input embedding gets gradient from both losses, the output projection from MLM only
+    assert encoder.sentence_encoder.embed_tokens.weight.grad.abs().sum() > 0
+    assert encoder.lm_head.weight.grad.abs().sum() > 0

@@ -1,8 +1,8 @@
 """taco-fairseq: TACO pre-training for fairseq.
 
 Importing the package (or passing ``--user-dir taco_fairseq``) registers the ``taco_masked_lm``
-task, the ``taco`` criterion and the ``roberta_{tiny,mini,small,medium}`` architectures, and lets
-fairseq checkpoints load under ``torch.load(weights_only=True)``.
+task, the ``taco`` and ``mlm`` criterions and the ``roberta_{tiny,mini,small,medium}``
+architectures, and lets fairseq checkpoints load under ``torch.load(weights_only=True)``.
 """
 
 import warnings
@@ -15,7 +15,7 @@ warnings.filterwarnings(
 )
 
 from . import checkpoint_compat  # noqa: E402,F401  (allow-lists the globals of fairseq checkpoints)
-from .criterions import taco  # noqa: E402,F401
+from .criterions import mlm, taco  # noqa: E402,F401
 from .models import roberta_sizes  # noqa: E402,F401
 from .tasks import taco_masked_lm  # noqa: E402,F401
 

@@ -15,12 +15,13 @@ from omegaconf import II
 
 from ..data.contrastive_sampling_dataset import TC_POSITIONS, ContrastiveSamplingDataset
 from ..data.update_totals import UpdateTotalsEpochIterator
+from ..models.token_embeddings import TokenEmbeddingConfig, setup_token_embeddings
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class TacoMaskedLMConfig(MaskedLMConfig):
+class TacoMaskedLMConfig(MaskedLMConfig, TokenEmbeddingConfig):
     tc_window: int = field(
         default=5,
         metadata={
@@ -110,6 +111,13 @@ class TacoMaskedLMTask(MaskedLMTask):
             num_negatives=self.cfg.tc_negatives,
             seed=self.cfg.seed,
         )
+
+    def build_model(self, cfg, from_checkpoint=False):
+        """fairseq's model, with ``--init-token-embeddings-from`` and
+        ``--freeze-token-embeddings`` applied (:mod:`taco_fairseq.models.token_embeddings`)."""
+        model = super().build_model(cfg, from_checkpoint)
+        setup_token_embeddings(model, self.cfg, from_checkpoint)
+        return model
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         epoch_itr = super().get_batch_iterator(dataset, *args, **kwargs)

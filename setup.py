@@ -25,7 +25,9 @@ setup(
         "tqdm==4.70.1",
     ],
     extras_require={
-        "test": ["pytest==9.2.0", "hypothesis==6.170.17"],
+        "test": ["pytest==9.2.0", "hypothesis==6.170.17", "scipy==1.17.1"],
         "plot": ["matplotlib==3.11.2"],
+        # the analyses of docs/analysis.md (figures also need "plot")
+        "analysis": ["sentencex==1.0.32"],
     },
 )

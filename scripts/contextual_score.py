@@ -10,10 +10,14 @@ Example:
 """
 
 import argparse
-import logging
 from pathlib import Path
 
-from taco_fairseq.analysis.cli import add_corpus_arguments, add_run_arguments, run_contextual_score
+from taco_fairseq.analysis.cli import (
+    add_corpus_arguments,
+    add_run_arguments,
+    run_command,
+    run_contextual_score,
+)
 from taco_fairseq.analysis.figures import plot_contextual_score, write_csv
 
 
@@ -25,12 +29,7 @@ def main(argv=None):
     add_corpus_arguments(parser)
     parser.add_argument("--output", type=Path, required=True, help="CSV, one row per checkpoint")
     parser.add_argument("--plot", type=Path, help="PNG of the scores over updates")
-    args = parser.parse_args(argv)
-    logging.basicConfig(format="%(levelname)s | %(message)s", level=logging.INFO)
-    try:
-        rows = run_contextual_score(args)
-    except (FileNotFoundError, ValueError) as e:
-        parser.error(str(e))
+    args, rows = run_command(parser, run_contextual_score, argv)
     write_csv(rows, args.output)
     print(f"wrote {args.output} ({len(rows)} checkpoints)")
     if args.plot:

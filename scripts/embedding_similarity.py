@@ -10,10 +10,14 @@ Example:
 """
 
 import argparse
-import logging
 from pathlib import Path
 
-from taco_fairseq.analysis.cli import add_pair_arguments, add_run_arguments, run_embedding_similarity
+from taco_fairseq.analysis.cli import (
+    add_pair_arguments,
+    add_run_arguments,
+    run_command,
+    run_embedding_similarity,
+)
 from taco_fairseq.analysis.figures import plot_embedding_similarity, write_csv
 
 
@@ -28,12 +32,7 @@ def main(argv=None):
         help="CSV, one row per checkpoint; the per-pair rows go to OUTPUT with _pairs added",
     )
     parser.add_argument("--plot", type=Path, help="PNG of the mean similarity over updates")
-    args = parser.parse_args(argv)
-    logging.basicConfig(format="%(levelname)s | %(message)s", level=logging.INFO)
-    try:
-        result = run_embedding_similarity(args)
-    except (FileNotFoundError, ValueError) as e:
-        parser.error(str(e))
+    args, result = run_command(parser, run_embedding_similarity, argv)
     pairs_csv = args.output.with_name(f"{args.output.stem}_pairs{args.output.suffix}")
     write_csv(result.summary, args.output)
     write_csv(result.pairs, pairs_csv)

@@ -15,7 +15,6 @@ Example:
 """
 
 import argparse
-import logging
 from pathlib import Path
 
 from taco_fairseq.analysis import figures
@@ -24,6 +23,7 @@ from taco_fairseq.analysis.cli import (
     add_corpus_arguments,
     add_pair_arguments,
     add_run_arguments,
+    run_command,
     run_contextual_score,
     run_embedding_similarity,
 )
@@ -43,17 +43,8 @@ def main(argv=None):
         "where it exists)",
     )
     parser.add_argument("--output-dir", type=Path, required=True)
-    args = parser.parse_args(argv)
-    if args.logs and len(args.logs) != len(args.runs):
-        parser.error(f"--logs: give one log per run ({len(args.runs)}), got {len(args.logs)}")
-    logging.basicConfig(format="%(levelname)s | %(message)s", level=logging.INFO)
+    args, (logs, scores, similarity) = run_command(parser, _analyses, argv)
     out = args.output_dir
-    try:
-        logs = _read_logs(args.runs, args.logs)
-        scores = run_contextual_score(args)
-        similarity = run_embedding_similarity(args)
-    except (FileNotFoundError, ValueError) as e:
-        parser.error(str(e))
     figures.write_csv(scores, out / "contextual_score.csv")
     figures.plot_contextual_score(scores, out / "contextual_score.png")
     figures.plot_intra_inter(scores, out / "intra_inter.png")
@@ -66,11 +57,23 @@ def main(argv=None):
         print(f"wrote {path}")
 
 
+def _analyses(args):
+    return _read_logs(args.runs, args.logs), run_contextual_score(args), \
+        run_embedding_similarity(args)
+
+
 def _read_logs(runs, logs):
-    """run name -> parsed json records, for the runs that have a log."""
+    """run name -> parsed json records, for the runs that have a log.
+
+    Raises:
+        ValueError: if --logs does not give one log per run.
+        FileNotFoundError: for a missing --logs file.
+    """
     if logs is None:
-        logs = [Path(run) / "train.log" for run in runs]
-        pairs = [(run, log) for run, log in zip(runs, logs) if log.is_file()]
+        pairs = [(run, Path(run) / "train.log") for run in runs]
+        pairs = [(run, log) for run, log in pairs if log.is_file()]
+    elif len(logs) != len(runs):
+        raise ValueError(f"--logs: give one log per run ({len(runs)}), got {len(logs)}")
     else:
         pairs = list(zip(runs, logs))
     records = {}

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import torch
 from fairseq import checkpoint_utils, modules
-from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
 
 from conftest import REPO, USER_DIR, fairseq_setup, first_batch, run_fairseq, train_args
 from taco_fairseq.models.token_embeddings import TOKEN_EMBEDDING_KEY
@@ -34,25 +33,6 @@ def _train(databin, save_dir, *extra):
 def _state(save_dir, updates):
     path = next(Path(save_dir).glob(f"checkpoint_*_{updates}.pt"))
     return checkpoint_utils.load_checkpoint_to_cpu(str(path))["model"]
-
-
-def test_mlm_positions_masked_is_fairseq_masked_lm(tiny_databin):
-    _, task, model, mlm = fairseq_setup(tiny_databin, *MLM)
-    masked_lm = MaskedLmLoss(MaskedLmConfig(tpu=False), task)
-    batch = first_batch(task)
-    model.train()
-    results = []
-    for criterion in (mlm, masked_lm):
-        model.zero_grad()
-        torch.manual_seed(0)
-        loss, size, log = criterion(model, batch)
-        loss.backward()
-        results.append((loss.detach(), int(size), [p.grad.clone() for p in model.parameters()]))
-    (loss_a, size_a, grad_a), (loss_b, size_b, grad_b) = results
-    torch.testing.assert_close(loss_a, loss_b, rtol=1e-6, atol=0)
-    assert size_a == size_b == int(batch["target"].ne(task.dictionary.pad()).sum())
-    for a, b in zip(grad_a, grad_b):
-        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
 
 
 def test_mlm_tp_predicts_the_original_token_at_every_position(tiny_databin):

@@ -18,8 +18,6 @@ from fairseq import checkpoint_utils
 from fairseq.dataclass.utils import overwrite_args_by_name
 from fairseq.models.roberta import RobertaHubInterface
 
-from .. import checkpoint_compat  # noqa: F401  (weights-only loading of fairseq checkpoints)
-
 logger = logging.getLogger(__name__)
 
 SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"

@@ -23,6 +23,17 @@ logger = logging.getLogger(__name__)
 DEFAULT_SAMPLE = 20
 
 
+def run_command(parser: argparse.ArgumentParser, analysis, argv=None):
+    """Parse ``argv``, set up logging and return ``analysis(args)``; a missing file or bad
+    input (``FileNotFoundError``, ``ValueError``) exits with the usage and the message."""
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="%(levelname)s | %(message)s", level=logging.INFO, force=True)
+    try:
+        return args, analysis(args)
+    except (FileNotFoundError, ValueError) as e:
+        parser.error(str(e))
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
     value = int(text)
@@ -94,7 +105,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--pair-seed", type=int, default=1, help="seed of --sample (default 1)")
 
 
-def run_contextual_score(args, progress: bool = True):
+def run_contextual_score(args):
     """:func:`~.contextual_score.score_checkpoints` of every checkpoint of ``args.runs`` on
     sentences sampled from ``args.corpus``."""
     sentences = sample_sentences(
@@ -104,7 +115,7 @@ def run_contextual_score(args, progress: bool = True):
     logger.info("contextual score on %d sentences of %s", len(sentences),
                 " ".join(map(str, args.corpus)))
     checkpoints = iter_run_checkpoints(args.runs, args.data_bin, args.device)
-    return score_checkpoints(checkpoints, sentences, args.batch_size, args.seed, progress)
+    return score_checkpoints(checkpoints, sentences, args.batch_size, args.seed, progress=True)
 
 
 def run_embedding_similarity(args) -> EmbeddingSimilarity:

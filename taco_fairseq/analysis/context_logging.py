@@ -94,7 +94,8 @@ class ContextSimilarityLogger:
             return {}
         with torch.no_grad():
             tokens = sample["net_input"]["src_tokens"]
-            valid = ~torch.isin(tokens, tokens.new_tensor(self.excluded))
+            bos, eos, pad = self.excluded
+            valid = tokens.ne(bos) & tokens.ne(eos) & tokens.ne(pad)
             pairs = sample_context_pairs(valid, self._generator(tokens.device))
             sums = pair_measure_sums(last_layer_states(model, inner_states), pairs)
         return {PAIRS_KEY: sums.count, INTRA_KEY: sums.intra["cosine"],

@@ -146,22 +146,28 @@ def pair_measure_sums(
             f"{tuple(pairs.anchor.shape)}, got {tuple(states.shape)}"
         )
     with torch.no_grad():
-        flat = states.detach().flatten(0, 1).float()
+        flat = states.detach().flatten(0, 1).float()  # [B·T, hidden]
         anchor = pairs.anchor.flatten()
-        query = flat[anchor]
+        unit = F.normalize(flat, dim=-1, eps=NORM_EPS) if "cosine" in measures else None
         sums = []
         for partner in (pairs.intra, pairs.inter):
-            key = flat[partner.flatten()[anchor]]
-            sums.append({m: _measure(m, query, key).double().sum() for m in measures})
+            index = partner.flatten()
+            sums.append({
+                m: torch.where(anchor, _measure(m, flat, unit, index), 0).double().sum()
+                for m in measures
+            })
         return PairSums(anchor.sum(), *sums)
 
 
-def _measure(name: str, a: Tensor, b: Tensor) -> Tensor:
+def _measure(name: str, flat: Tensor, unit: Tensor, index: Tensor) -> Tensor:
+    """``[B·T]``: the measure between every row of ``flat`` and the row ``index`` points to
+    (``unit``: the rows normalized); computed at every position, with static shapes."""
     if name == "cosine":
-        return (F.normalize(a, dim=-1, eps=NORM_EPS) * F.normalize(b, dim=-1, eps=NORM_EPS)).sum(-1)
+        return (unit * unit.index_select(0, index)).sum(-1)
     if name == "dot":
-        return (a * b).sum(-1)
-    return torch.linalg.vector_norm((a - b).double(), ord=_LP_ORDER[name], dim=-1)
+        return (flat * flat.index_select(0, index)).sum(-1)
+    difference = flat.double() - flat.index_select(0, index).double()
+    return torch.linalg.vector_norm(difference, ord=_LP_ORDER[name], dim=-1)
 
 
 def summarize(sums: PairSums) -> Dict[str, float]:

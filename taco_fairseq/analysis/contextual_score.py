@@ -9,7 +9,7 @@ whole sample of sentences makes "a token of another sentence of the batch" a uni
 from the corpus's other sentences, while keeping memory to one batch.
 """
 
-from typing import Dict, Iterable, List, NamedTuple, Sequence
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -65,7 +65,7 @@ def contextual_score(
     batch_size: int = 64,
     seed: int = 1,
     measures: Sequence[str] = MEASURES,
-    progress: bool = False,
+    progress: Optional[str] = None,
 ) -> Dict[str, float]:
     """Intra- and inter-context statistics of a model's last-layer states over sentences.
 
@@ -79,7 +79,7 @@ def contextual_score(
             drawn from the other sentences of its batch.
         seed: seeds the order of the sentences and the pairs.
         measures: names of :data:`~.context_similarity.MEASURES`.
-        progress: show a tqdm progress bar.
+        progress: the description of a tqdm progress bar over the batches (None: no bar).
 
     Returns:
         :func:`~.context_similarity.summarize` of the summed measures: ``pairs`` and, per
@@ -107,7 +107,7 @@ def contextual_score(
     ends = starts[1:] + [len(sentences)]
     total = None
     with torch.no_grad():
-        for start, end in tqdm(list(zip(starts, ends)), desc="batches", disable=not progress):
+        for start, end in tqdm(list(zip(starts, ends)), desc=progress, disable=progress is None):
             batch = [sentences[i] for i in order[start:end].tolist()]
             tokens = _pad(batch, dictionary.pad()).to(device)
             states, _ = model(tokens, features_only=True)
@@ -139,7 +139,8 @@ def score_checkpoints(
             :func:`~.checkpoints.iter_run_checkpoints`).
         sentences: raw text sentences (e.g. :func:`~.sentences.sample_sentences`), encoded
             once per data-bin and maximum length.
-        batch_size, seed, progress: as :func:`contextual_score`.
+        batch_size, seed: as :func:`contextual_score`.
+        progress: show a progress bar per checkpoint.
 
     Returns:
         One row per checkpoint: ``run``, ``checkpoint`` (path), ``updates``, then
@@ -156,7 +157,7 @@ def score_checkpoints(
         kept = encoded[key]
         stats = contextual_score(
             hub.model, kept.tokens, hub.task.source_dictionary, batch_size, seed,
-            progress=progress,
+            progress=f"{checkpoint.run} @ {checkpoint.updates} updates" if progress else None,
         )
         rows.append({
             "run": checkpoint.run, "checkpoint": str(checkpoint.path),

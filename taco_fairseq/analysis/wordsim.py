@@ -25,7 +25,6 @@ import statistics
 from pathlib import Path
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 

@@ -6,7 +6,7 @@ import torch
 from fairseq.logging import metrics
 
 from conftest import fairseq_setup, first_batch
-from taco_fairseq.analysis.context_logging import INTER_KEY, INTRA_KEY, PAIRS_KEY
+from taco_fairseq.analysis.context_logging import INTER_KEY, INTRA_KEY, PAIR_SEED, PAIRS_KEY
 from taco_fairseq.analysis.context_similarity import pair_measure_sums, sample_context_pairs
 
 PRENORM = ("--arch", "roberta_prenorm", "--encoder-layers", "2", "--encoder-embed-dim", "32",
@@ -21,7 +21,7 @@ CRITERIONS = {
 @pytest.mark.parametrize("arch", [(), PRENORM], ids=["postnorm", "prenorm"])
 @pytest.mark.parametrize("criterion_name", list(CRITERIONS))
 def test_logged_sums_equal_a_direct_computation(tiny_databin, criterion_name, arch):
-    cfg, task, model, criterion = fairseq_setup(tiny_databin, *CRITERIONS[criterion_name], *arch)
+    _, task, model, criterion = fairseq_setup(tiny_databin, *CRITERIONS[criterion_name], *arch)
     model.eval()
     batch = first_batch(task)
     with torch.no_grad():
@@ -30,7 +30,7 @@ def test_logged_sums_equal_a_direct_computation(tiny_databin, criterion_name, ar
         features, _ = model(tokens, features_only=True)  # the last-layer states
     dictionary = task.source_dictionary
     valid = tokens.ne(dictionary.pad()) & tokens.ne(dictionary.bos()) & tokens.ne(dictionary.eos())
-    pairs = sample_context_pairs(valid, torch.Generator().manual_seed(cfg.common.seed))
+    pairs = sample_context_pairs(valid, torch.Generator().manual_seed(PAIR_SEED))
     sums = pair_measure_sums(features, pairs)
     assert int(log[PAIRS_KEY]) == int(valid.sum()) > 0  # every token but <s>, </s>, padding
     assert float(log[INTRA_KEY]) == pytest.approx(float(sums.intra["cosine"]), rel=1e-5)

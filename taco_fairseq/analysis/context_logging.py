@@ -9,9 +9,10 @@ of tokens masked or replaced) and a context is a training sequence (with
 token of a sequence except ``<s>``, ``</s>`` and padding is paired with one random other token
 of its sequence and one random token of another sequence of the batch
 (:func:`~.context_similarity.sample_context_pairs`); the pairs are drawn with a generator of
-their own, so the training run (its masks, dropout, losses and gradients) is the same with and
-without the diagnostics. The work is one gather and one dot product per token, without
-gradient: far below the forward pass (measured in docs/analysis.md).
+their own (seeded with :data:`PAIR_SEED`), so the training run (its masks, dropout, losses and
+gradients) is the same with and without the diagnostics. The work is two gathers and two dot
+products per token, without gradient: far below the forward pass (measured in
+docs/analysis.md).
 
 Logged metrics: ``intra_context_cos``, ``inter_context_cos`` (means over the tokens of the
 logging interval) and ``contextual_score`` (their difference); ``valid_`` prefixed during
@@ -24,10 +25,12 @@ from typing import Dict, List
 import torch
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
-from omegaconf import II
 from torch import Tensor
 
 from .context_similarity import pair_measure_sums, sample_context_pairs
+
+#: Seed of the pairs' own generator (one per device and criterion).
+PAIR_SEED = 0
 
 #: Keys of the (summable) logging outputs.
 PAIRS_KEY = "context_pairs"
@@ -46,7 +49,6 @@ class ContextSimilarityConfig(FairseqDataclass):
             "states (intra_context_cos, inter_context_cos, contextual_score)"
         },
     )
-    seed: int = II("common.seed")
 
 
 def last_layer_states(model, inner_states: List[Tensor]) -> Tensor:
@@ -77,7 +79,6 @@ class ContextSimilarityLogger:
 
     def __init__(self, cfg: ContextSimilarityConfig, dictionary):
         self.enabled = not cfg.no_context_similarity
-        self.seed = cfg.seed
         self.excluded = (dictionary.bos(), dictionary.eos(), dictionary.pad())
         self._generators: Dict[torch.device, torch.Generator] = {}
 
@@ -103,7 +104,7 @@ class ContextSimilarityLogger:
 
     def _generator(self, device: torch.device) -> torch.Generator:
         if device not in self._generators:
-            self._generators[device] = torch.Generator(device=device).manual_seed(self.seed)
+            self._generators[device] = torch.Generator(device=device).manual_seed(PAIR_SEED)
         return self._generators[device]
 
     @staticmethod

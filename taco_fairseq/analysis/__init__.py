@@ -10,4 +10,5 @@
 * :mod:`.contextual_score`: the contextual score of a checkpoint on a text corpus.
 * :mod:`.wordsim`: WordSim353 pairs and the cosine similarity of their static embeddings.
 * :mod:`.figures`: CSV tables and matplotlib figures of all the above over updates.
+* :mod:`.cli`: the options and runs shared by the commands in ``scripts/``.
 """

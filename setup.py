@@ -27,6 +27,11 @@ setup(
     extras_require={
         "test": ["pytest==9.2.0", "hypothesis==6.170.17", "scipy==1.17.1"],
         "plot": ["matplotlib==3.11.2"],
+        # scripts/export_to_hf.py and taco_fairseq.hf_export (HuggingFace transformers export)
+        "hf": ["transformers==5.24.0", "tokenizers==0.23.3", "safetensors==0.8.0"],
+        # fairseq-train --tensorboard-logdir (fairseq writes through torch.utils.tensorboard,
+        # which needs tensorboard; tensorboardX silences fairseq's "Please install tensorboardX")
+        "tensorboard": ["tensorboard==2.21.0", "tensorboardX==2.6.5"],
         # the analyses of docs/analysis.md (figures also need "plot")
         "analysis": ["sentencex==1.0.32"],
     },

@@ -41,7 +41,7 @@ echo "== 2/3 Pre-training roberta_mini with TACO for $UPDATES updates (log: $RUN
   --validate-interval-updates 100 --max-valid-steps 20 --skip-invalid-size-inputs-valid-test \
   --log-format json --log-interval 25 --cpu --num-workers 1 --seed 1 \
   2>&1 | tee "$RUN/train.log" | grep --line-buffered -E '"num_updates"|Saved checkpoint' \
-  | cut -c1-160
+  | awk '{ print substr($0, 1, 160); fflush() }'
 
 echo "== 3/3 Metrics over updates (bits; tc_accuracy: share of anchors whose positive wins)"
 .venv/bin/python scripts/summarize_training_log.py "$RUN/train.log" \

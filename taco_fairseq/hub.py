@@ -1,0 +1,137 @@
+"""Load a TACO (or any fairseq RoBERTa) checkpoint in one call, with its SentencePiece model.
+
+:func:`from_pretrained` returns fairseq's own ``RobertaHubInterface`` (in eval mode) whose BPE is
+the data-bin's ``sentencepiece.bpe.model`` instead of fairseq's GPT-2 default (which downloads
+``encoder.json``/``vocab.bpe``)::
+
+    import taco_fairseq.hub
+    roberta = taco_fairseq.hub.from_pretrained("checkpoints/taco_small/checkpoint_best.pt")
+    tokens = roberta.encode("Hello world")              # [tokens] LongTensor, <s> ... </s>
+    features = roberta.extract_features(tokens)         # [1, tokens, hidden]
+    layers = roberta.extract_features(tokens, return_all_hiddens=True)
+                                                        # layers + 1 tensors [1, tokens, hidden]
+    roberta.fill_mask("The capital of France is <mask>.", topk=3)
+                                                        # [(filled text, probability, token)]
+"""
+
+from pathlib import Path
+from typing import Optional, Union
+
+import torch
+from fairseq import checkpoint_utils
+from fairseq.models.roberta import RobertaHubInterface
+
+PathLike = Union[str, Path]
+
+#: The SentencePiece model file of a data-bin (``scripts/prepare_pretraining_data.py``).
+SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
+#: Tried in this order when :func:`from_pretrained` is given a directory.
+CHECKPOINT_NAMES = ("checkpoint_best.pt", "checkpoint_last.pt", "model.pt")
+
+
+def resolve_checkpoint(checkpoint: PathLike) -> Path:
+    """The checkpoint file meant by a file or a save directory.
+
+    A directory means the first of :data:`CHECKPOINT_NAMES` it holds.
+
+    Raises:
+        FileNotFoundError: if the path does not exist or the directory holds none of them
+            (the message lists the ``.pt`` files it has).
+    """
+    path = Path(checkpoint)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        for name in CHECKPOINT_NAMES:
+            if (path / name).is_file():
+                return path / name
+        found = sorted(p.name for p in path.glob("*.pt"))
+        raise FileNotFoundError(
+            f"{path} holds none of {', '.join(CHECKPOINT_NAMES)}; pass a checkpoint file "
+            f"(.pt files there: {', '.join(found) or 'none'})"
+        )
+    raise FileNotFoundError(f"checkpoint not found: {path}")
+
+
+def recorded_data_dir(checkpoint: PathLike) -> str:
+    """The data directory a checkpoint was trained on (``--data`` / ``task.data``).
+
+    Reads only the checkpoint's configuration (the tensors are memory-mapped, not read;
+    importing ``taco_fairseq`` lets ``torch.load`` read fairseq checkpoints).
+    """
+    try:
+        state = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=True)
+    except RuntimeError:  # checkpoints saved before torch's zip format cannot be mapped
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    if state.get("args") is not None:
+        return state["args"].data
+    task = state["cfg"]["task"]
+    return task["data"] if isinstance(task, dict) else task.data
+
+
+def from_pretrained(
+    checkpoint: PathLike,
+    data_dir: Optional[PathLike] = None,
+    sentencepiece_model: Optional[PathLike] = None,
+) -> RobertaHubInterface:
+    """Load a fairseq RoBERTa checkpoint (``taco_masked_lm``, ``masked_lm`` or a fine-tuned
+    ``sentence_prediction`` one) with the SentencePiece BPE, in eval mode, on the CPU.
+
+    Args:
+        checkpoint: a checkpoint file, or a save directory (:func:`resolve_checkpoint`).
+        data_dir: the data-bin whose ``dict.txt`` the model was trained with (for
+            ``sentence_prediction``: the task directory with ``input0/``); default: the one
+            recorded in the checkpoint.
+        sentencepiece_model: default: ``data_dir/sentencepiece.bpe.model`` (a GLUE task
+            directory has none: pass the pre-training data-bin's).
+
+    Returns:
+        fairseq's ``RobertaHubInterface``: ``encode(text, *more_texts)`` -> ``[tokens]``,
+        ``extract_features(tokens, return_all_hiddens=False)`` -> ``[batch, tokens, hidden]``
+        (a list of ``layers + 1`` such tensors with ``return_all_hiddens``), ``fill_mask(text,
+        topk)`` on text with one ``<mask>``, ``predict(head, tokens)`` for classification heads.
+        ``.cuda()`` moves it to the GPU.
+
+    Raises:
+        FileNotFoundError: if the checkpoint, the data directory or the SentencePiece model is
+            missing; the message names the argument to pass.
+        ValueError: if the data directory's dictionary does not fit the model.
+    """
+    checkpoint = resolve_checkpoint(checkpoint)
+    if data_dir is None:
+        data_dir = Path(recorded_data_dir(checkpoint))
+        if not data_dir.is_dir():
+            raise FileNotFoundError(
+                f"{checkpoint} was trained on data directory {data_dir}, which does not exist "
+                "here; pass data_dir= (the data-bin with the model's dict.txt)"
+            )
+    data_dir = Path(data_dir).resolve()
+    if not data_dir.is_dir():
+        raise FileNotFoundError(f"data_dir not found: {data_dir}")
+    if sentencepiece_model is None:
+        sentencepiece_model = data_dir / SENTENCEPIECE_MODEL
+        if not sentencepiece_model.is_file():
+            raise FileNotFoundError(
+                f"no {SENTENCEPIECE_MODEL} in {data_dir}; pass sentencepiece_model= (the "
+                "pre-training data-bin's, for a GLUE task directory)"
+            )
+    elif not Path(sentencepiece_model).is_file():
+        raise FileNotFoundError(f"sentencepiece_model not found: {sentencepiece_model}")
+    try:
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+            [str(checkpoint)],
+            arg_overrides={
+                "data": str(data_dir),
+                "bpe": "sentencepiece",
+                "sentencepiece_model": str(Path(sentencepiece_model).resolve()),
+                "load_checkpoint_heads": True,
+            },
+        )
+    except RuntimeError as e:
+        if "size mismatch" not in str(e):
+            raise
+        raise ValueError(
+            f"{checkpoint} does not fit the dictionary of {data_dir} (other vocabulary size); "
+            "pass data_dir= with the data-bin the model was trained on"
+        ) from e
+    return RobertaHubInterface(cfg, task, models[0]).eval()

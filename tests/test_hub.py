@@ -1,0 +1,75 @@
+"""taco_fairseq.hub.from_pretrained: the documented example, SentencePiece (not GPT-2) BPE,
+and errors that name what to pass."""
+
+import ast
+import re
+
+import pytest
+import sentencepiece as spm
+import torch
+
+from conftest import REPO
+from taco_fairseq import hub
+
+
+def _documented_example() -> str:
+    text = (REPO / "docs" / "huggingface.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- hub-example.*?-->\s*```python\n(.*?)```", text, re.S)
+    assert match, "docs/huggingface.md lost its hub example"
+    return match.group(1)
+
+
+def test_documented_example_runs_as_written(trained_checkpoint, tiny_databin, tmp_path, monkeypatch, capsys):
+    """The example after scripts/quickstart.sh: runs/quickstart/{checkpoints,data-bin}."""
+    run = tmp_path / "runs" / "quickstart"
+    run.mkdir(parents=True)
+    (run / "checkpoints").symlink_to(trained_checkpoint)
+    (run / "data-bin").symlink_to(tiny_databin)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_documented_example(), "docs/huggingface.md", "exec"), {})
+    shape_line, *fills = capsys.readouterr().out.strip().splitlines()
+    tokens = ast.literal_eval(shape_line.split("]")[0] + "]")
+    assert tokens[0] == 0 and tokens[-1] == 2
+    assert shape_line.endswith(f"(1, {len(tokens)}, 128) 3")  # roberta_tiny: H=128, L=2
+    assert len(fills) == 3
+    probabilities = [float(line.split()[0]) for line in fills]
+    assert probabilities == sorted(probabilities, reverse=True) and 0 < sum(probabilities) <= 1
+    assert all(line.split(None, 1)[1].startswith("The cat sat on the") for line in fills)
+
+
+def test_loads_with_sentencepiece_in_eval_mode(trained_checkpoint, tiny_databin):
+    roberta = hub.from_pretrained(trained_checkpoint / "checkpoint_last.pt", data_dir=tiny_databin)
+    assert not roberta.model.training
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_databin / "sentencepiece.bpe.model"))
+    text = "Zwingli was born in the Toggenburg valley of Switzerland."
+    assert roberta.encode(text).tolist() == [0, *sp.encode(text), 2]  # fairseq id == piece id
+    tokens = roberta.encode(text, "A second sentence.")
+    assert (tokens == 2).sum() == 3  # <s> a </s> </s> b </s>
+    first = roberta.extract_features(tokens)
+    assert torch.equal(first, roberta.extract_features(tokens))  # no dropout
+    layers = roberta.extract_features(tokens, return_all_hiddens=True)
+    assert len(layers) == 3 and all(layer.shape == first.shape for layer in layers)
+    assert torch.equal(layers[-1], first)
+
+
+def test_errors_name_what_to_pass(trained_checkpoint, tiny_databin, tmp_path, monkeypatch):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="holds none of checkpoint_best.pt"):
+        hub.from_pretrained(tmp_path / "empty")
+    with pytest.raises(FileNotFoundError, match="checkpoint not found"):
+        hub.from_pretrained(tmp_path / "missing.pt")
+    no_model = tmp_path / "databin-without-spm"
+    no_model.mkdir()
+    (no_model / "dict.txt").write_bytes((tiny_databin / "dict.txt").read_bytes())
+    with pytest.raises(FileNotFoundError, match="pass sentencepiece_model="):
+        hub.from_pretrained(trained_checkpoint, data_dir=no_model)
+    other_vocabulary = tmp_path / "other-databin"
+    other_vocabulary.mkdir()
+    lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    (other_vocabulary / "dict.txt").write_text("".join(lines[:100]), encoding="utf-8")
+    spm_file = tiny_databin / "sentencepiece.bpe.model"
+    with pytest.raises(ValueError, match="does not fit the dictionary"):
+        hub.from_pretrained(trained_checkpoint, data_dir=other_vocabulary, sentencepiece_model=spm_file)
+    monkeypatch.setattr(hub, "recorded_data_dir", lambda checkpoint: str(tmp_path / "moved"))
+    with pytest.raises(FileNotFoundError, match="pass data_dir="):
+        hub.from_pretrained(trained_checkpoint)

@@ -1,0 +1,101 @@
+"""The multi-node commands of examples/taco/README.md (torchrun, SLURM) parse as fairseq options
+and, in the environment each launcher sets, fairseq's own launcher logic derives the documented
+rendezvous, ranks, GPUs and world size. No GPU or cluster is needed: the environment and
+``torch.cuda.device_count`` are faked."""
+
+import os
+import re
+import shlex
+
+import pytest
+import torch
+from fairseq import options
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.distributed import utils as distributed_utils
+
+from conftest import REPO
+
+#: Sequences per update of the paper's recipes.
+SEQUENCES_PER_UPDATE = 1280
+LAUNCH_VARIABLES = (
+    "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "SLURM_JOB_NODELIST",
+    "SLURM_STEP_NODELIST", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS",
+    "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_JOB_ID",
+)
+
+
+def _documented_block(marker: str) -> str:
+    text = (REPO / "examples" / "taco" / "README.md").read_text(encoding="utf-8")
+    match = re.search(rf"<!-- {marker}:.*?-->\s*```bash\n(.*?)```", text, re.S)
+    assert match, f"examples/taco/README.md lost its {marker} block"
+    return match.group(1)
+
+
+def _fairseq_cfg(words, monkeypatch):
+    """fairseq's configuration for the words after the program name (parsed in the repo, where
+    ``--user-dir taco_fairseq`` points)."""
+    monkeypatch.chdir(REPO)
+    args = options.parse_args_and_arch(options.get_training_parser(), words)
+    return convert_namespace_to_omegaconf(args)
+
+
+@pytest.fixture
+def eight_gpus(monkeypatch):
+    """A node with 8 GPUs and no launcher variables; returns the devices fairseq selects."""
+    for name in LAUNCH_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    selected = []
+    monkeypatch.setattr(torch.cuda, "set_device", selected.append)
+    return selected
+
+
+def _sequences_per_update(cfg) -> int:
+    world = cfg.distributed_training.distributed_world_size
+    return cfg.dataset.batch_size * cfg.optimization.update_freq[0] * world
+
+
+def test_torchrun_command(eight_gpus, monkeypatch):
+    words = shlex.split(_documented_block("launch-torchrun").replace("\\\n", " "))
+    launcher = words[: words.index("-m")]
+    assert launcher[0] == "torchrun" and words[words.index("-m") + 1] == "fairseq_cli.train"
+    nodes = int(launcher[launcher.index("--nnodes") + 1])
+    per_node = int(launcher[launcher.index("--nproc-per-node") + 1])
+    cfg = _fairseq_cfg(words[words.index("-m") + 2:], monkeypatch)
+    assert _sequences_per_update(cfg) == SEQUENCES_PER_UPDATE
+    # what torchrun sets for the 4th process of node 1
+    rank = 1 * per_node + 3
+    for name, value in (("MASTER_ADDR", "node0"), ("MASTER_PORT", "29500"),
+                        ("WORLD_SIZE", str(nodes * per_node)), ("RANK", str(rank)),
+                        ("LOCAL_RANK", "3")):
+        monkeypatch.setenv(name, value)
+    dist = cfg.distributed_training
+    distributed_utils.infer_init_method(dist)
+    assert dist.distributed_init_method == "env://"
+    assert (dist.distributed_world_size, dist.distributed_rank, dist.device_id) == (16, rank, 3)
+    assert dist.distributed_no_spawn and eight_gpus == [3]
+
+
+def test_slurm_command(eight_gpus, monkeypatch, tmp_path):
+    block = _documented_block("launch-slurm")
+    sbatch = dict(re.findall(r"#SBATCH --([\w-]+)=(\S+)", block))
+    words = shlex.split(block.split("srun", 1)[1].replace("\\\n", " "))
+    assert words[0] == "fairseq-train"
+    cfg = _fairseq_cfg(words[1:], monkeypatch)
+    dist = cfg.distributed_training
+    assert int(sbatch["nodes"]) * int(sbatch["ntasks-per-node"]) == dist.distributed_world_size
+    assert int(sbatch["gpus-per-node"]) == int(sbatch["ntasks-per-node"])  # one task per GPU
+    assert _sequences_per_update(cfg) == SEQUENCES_PER_UPDATE
+    scontrol = tmp_path / "scontrol"  # SLURM's `scontrol show hostnames gpu[01-02]`
+    scontrol.write_text("#!/bin/sh\nprintf 'gpu01\\ngpu02\\n'\n")
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    # what srun sets for task 13 (node 1, its 6th task)
+    for name, value in (("SLURM_JOB_NODELIST", "gpu[01-02]"), ("SLURM_NNODES", sbatch["nodes"]),
+                        ("SLURM_NTASKS_PER_NODE", sbatch["ntasks-per-node"]),
+                        ("SLURM_PROCID", "13"), ("SLURM_LOCALID", "5"), ("SLURM_NODEID", "1")):
+        monkeypatch.setenv(name, value)
+    distributed_utils.infer_init_method(dist)
+    assert dist.distributed_init_method == f"tcp://gpu01:{dist.distributed_port}"
+    assert (dist.distributed_world_size, dist.distributed_rank, dist.device_id) == (16, 13, 5)
+    assert dist.distributed_no_spawn and eight_gpus == [5]

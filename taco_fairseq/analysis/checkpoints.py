@@ -4,7 +4,8 @@ A *run* is a fairseq ``--save-dir`` (``checkpoint_{epoch}_{updates}.pt`` from
 ``--save-interval-updates``, ``checkpoint{epoch}.pt``, ``checkpoint_last.pt``, ...) or a
 directory holding one as ``checkpoints/`` (the layout of ``scripts/quickstart.sh``), or a single
 checkpoint file. A checkpoint is loaded with the data-bin it was trained on (its ``dict.txt``
-and ``sentencepiece.bpe.model``) as fairseq's RoBERTa hub interface, in eval mode.
+and ``sentencepiece.bpe.model``) as fairseq's RoBERTa hub interface, in eval mode
+(:func:`taco_fairseq.hub.from_pretrained`).
 """
 
 import logging
@@ -14,13 +15,12 @@ from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Union
 
 import torch
-from fairseq import checkpoint_utils
-from fairseq.dataclass.utils import overwrite_args_by_name
 from fairseq.models.roberta import RobertaHubInterface
+
+from ..hub import from_pretrained
 
 logger = logging.getLogger(__name__)
 
-SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
 _INTERVAL_NAME = re.compile(r"checkpoint_\d+_(\d+)\.pt$")
 
 
@@ -78,7 +78,8 @@ def find_checkpoints(run: Union[str, Path]) -> List[Path]:
 def load_checkpoint(
     path: Union[str, Path], data_bin: Optional[Union[str, Path]] = None, device: str = "cpu"
 ) -> Checkpoint:
-    """Load a RoBERTa checkpoint with its dictionary and SentencePiece model.
+    """Load a RoBERTa checkpoint with its dictionary and SentencePiece model
+    (:func:`taco_fairseq.hub.from_pretrained`) and its number of updates.
 
     Args:
         path: the checkpoint file.
@@ -89,27 +90,24 @@ def load_checkpoint(
     Raises:
         FileNotFoundError: if the checkpoint, the data-bin or its ``sentencepiece.bpe.model``
             is missing (the message says to pass ``--data-bin``).
+        ValueError: if the data-bin's dictionary does not fit the model.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such checkpoint: {path}")
-    state = checkpoint_utils.load_checkpoint_to_cpu(str(path))
-    data = Path(data_bin) if data_bin is not None else Path(state["cfg"]["task"]["data"])
-    model_file = data / SENTENCEPIECE_MODEL
-    if not (data / "dict.txt").is_file() or not model_file.is_file():
+    try:
+        hub = from_pretrained(path, data_bin)
+    except FileNotFoundError as e:
         raise FileNotFoundError(
-            f"{path} was trained on the data-bin {data}, which has no dict.txt and "
-            f"{SENTENCEPIECE_MODEL} here: pass --data-bin DIR (made by "
+            f"{e} (commands: --data-bin DIR, a data-bin made by "
             "scripts/prepare_pretraining_data.py)"
-        )
-    overwrite_args_by_name(  # as load_checkpoint_to_cpu(path, arg_overrides) does
-        state["cfg"],
-        {"data": str(data), "bpe": "sentencepiece", "sentencepiece_model": str(model_file)},
-    )
-    updates = state["optimizer_history"][-1]["num_updates"]
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], state=state)
-    hub = RobertaHubInterface(cfg, task, models[0]).to(device).eval()
-    return Checkpoint(run_name(path), path, int(updates), hub)
+        ) from e
+    return Checkpoint(run_name(path), path, checkpoint_updates(path), hub.to(device))
+
+
+def checkpoint_updates(path: Union[str, Path]) -> int:
+    """The number of updates a fairseq checkpoint was saved at (its tensors are memory-mapped,
+    not read)."""
+    state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    return int(state["optimizer_history"][-1]["num_updates"])
 
 
 def iter_run_checkpoints(

@@ -12,6 +12,7 @@ Nothing here imports fairseq: positions are flat indices into a ``[rows, hidden]
 global-bias vectors, as produced by :mod:`taco_fairseq.data.contrastive_sampling`.
 """
 
+import contextlib
 import warnings
 from typing import NamedTuple
 
@@ -19,8 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-#: Norms below this count as this value when normalizing (cosine similarity of a zero vector
-#: is 0, never NaN). Real global-bias vectors have norms of order sqrt(hidden).
+#: Vectors with a smaller norm have no direction: their cosine with anything is 0 (never NaN)
+#: and they get no gradient (a 1/norm slope would overflow half precision). Real global-bias
+#: vectors have norms of order sqrt(hidden).
 NORM_EPS = 1e-6
 
 #: Upper bound, in bytes, of the [chunk, K, hidden] block that the gather path materializes.
@@ -71,17 +73,22 @@ def info_nce(
     """InfoNCE with cosine-similarity scores over sampled rows of ``vectors`` (TACO §3.1).
 
     For anchor ``a = anchor[n]``, positive ``p = positive[n]`` and negatives
-    ``negative[n, :]``, with ``z = vectors / max(‖vectors‖, NORM_EPS)`` row-wise::
+    ``negative[n, :]``, with ``z = vectors / ‖vectors‖`` row-wise (0 below NORM_EPS)::
 
         s_pos = z[a]·z[p] / τ,   s_k = z[a]·z[negative[n, k]] / τ
         loss[n] = logsumexp([s_pos, s_1, …, s_K]) − s_pos
 
-    The scores of the negatives are computed without building an ``[anchors, K, hidden]``
-    tensor (see :func:`sampled_dot`), and everything is float32.
+    The positive and negative scores are computed together without building an
+    ``[anchors, K, hidden]`` tensor (see :func:`sampled_dot`; the normalization is
+    :func:`normalize_rows`), so time and memory grow as anchors × (K + 1) × hidden and
+    rows × hidden; everything is float32, also inside an autocast region (``--amp``), which
+    would otherwise run the products in half precision.
 
     Args:
-        vectors: ``[rows, hidden]`` the table of vectors (e.g. global-bias vectors of every
-            position of a padded batch, flattened); any float dtype, upcast to float32.
+        vectors: ``[rows, hidden]`` the table of vectors, or ``[..., hidden]`` whose leading
+            dimensions are the rows in row-major order (e.g. ``[batch, seq_len, hidden]``
+            global-bias vectors of a padded batch, row ``b * seq_len + t``; a transposed view
+            is read in place, not copied); any float dtype, upcast to float32.
         anchor: ``[anchors]`` int64 row indices of the anchors.
         positive: ``[anchors]`` int64 row index of each anchor's positive.
         negative: ``[anchors, K]`` int64 row indices of each anchor's negatives, K >= 1.
@@ -99,8 +106,8 @@ def info_nce(
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    if vectors.dim() != 2:
-        raise ValueError(f"vectors must be [rows, hidden], got shape {tuple(vectors.shape)}")
+    if vectors.dim() < 2:
+        raise ValueError(f"vectors must be [..., hidden], got shape {tuple(vectors.shape)}")
     if anchor.dim() != 1 or positive.shape != anchor.shape:
         raise ValueError(
             f"anchor and positive must both be [anchors], got {tuple(anchor.shape)} and "
@@ -110,24 +117,78 @@ def info_nce(
         raise ValueError(
             f"negative must be [anchors={anchor.size(0)}, K>=1], got {tuple(negative.shape)}"
         )
-    z = F.normalize(vectors.float(), dim=-1, eps=NORM_EPS)
-    keys = z.detach() if detach_keys else z
-    queries = z.index_select(0, anchor)
-    positive_score = (queries * keys.index_select(0, positive)).sum(-1) / temperature
-    negative_score = sampled_dot(queries, keys, negative) / temperature
-    logits = torch.cat([positive_score.unsqueeze(1), negative_score], dim=1)
-    loss = torch.logsumexp(logits, dim=1) - positive_score
-    correct = positive_score.detach() > negative_score.detach().max(dim=1).values
+    with full_precision(vectors.device):
+        z = normalize_rows(vectors.float())
+        keys = z.detach() if detach_keys else z
+        index = torch.cat([positive.unsqueeze(1), negative], dim=1)  # [anchors, 1 + K]
+        every_row = len(anchor) == len(z) and torch.equal(
+            anchor, torch.arange(len(z), device=anchor.device)
+        )
+        queries = z if every_row else z.index_select(0, anchor)  # no copy if all rows anchor
+        logits = sampled_dot(queries, keys, index) / temperature
+        positive_score = logits[:, 0]
+        loss = torch.logsumexp(logits, dim=1) - positive_score
+    correct = positive_score.detach() > logits.detach()[:, 1:].max(dim=1).values
     return InfoNCEOutput(loss, correct)
+
+
+def normalize_rows(vectors: Tensor) -> Tensor:
+    """``vectors / ‖vectors‖`` along the last dimension, 0 for vectors shorter than
+    ``NORM_EPS`` (no direction, no gradient), flattened to rows: the value and gradient of
+    ``torch.where(norm >= NORM_EPS, vectors / norm, 0).flatten(0, -2)`` with fewer
+    ``[rows, hidden]`` temporaries; the result is written contiguously whatever the input's
+    strides, so a transposed input is not copied first.
+
+    Backward: ``dv = (dz − z (z·dz)) / ‖v‖``, and 0 for the rows shorter than ``NORM_EPS``.
+
+    Args:
+        vectors: ``[..., hidden]`` float.
+
+    Returns:
+        ``[rows, hidden]`` contiguous, the same dtype; rows in row-major order of ``...``.
+    """
+    return _NormalizeRows.apply(vectors)
+
+
+class _NormalizeRows(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, vectors):
+        norm = torch.linalg.vector_norm(vectors, dim=-1, keepdim=True)
+        short = norm < NORM_EPS
+        z = torch.empty(vectors.shape, dtype=vectors.dtype, device=vectors.device)
+        torch.div(vectors, norm.clamp(min=NORM_EPS), out=z)  # contiguous whatever the strides
+        z = z.masked_fill_(short, 0.0).view(-1, z.size(-1))
+        ctx.shape = vectors.shape
+        ctx.save_for_backward(z, norm.reshape(-1, 1), short.reshape(-1, 1))
+        return z
+
+    @staticmethod
+    def backward(ctx, grad_z):
+        z, norm, short = ctx.saved_tensors
+        with full_precision(grad_z.device):
+            # one [rows, hidden] buffer holds z * dz, then the result
+            buffer = torch.mul(z, grad_z)
+            radial = buffer.sum(dim=1, keepdim=True)
+            grad = torch.addcmul(grad_z, z, radial, value=-1, out=buffer)
+            grad.div_(norm.clamp(min=NORM_EPS)).masked_fill_(short, 0.0)
+        return grad.view(ctx.shape)
+
+
+def full_precision(device: torch.device):
+    """A context in which autocast is off on ``device`` (a no-op where torch has no
+    autocast for its type)."""
+    if torch.amp.is_autocast_available(device.type):
+        return torch.autocast(device_type=device.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def sampled_dot(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
     """``out[n, k] = queries[n] · keys[index[n, k]]`` without an ``[n, K, hidden]`` tensor.
 
-    Forward: on CPU a sampled dense-dense product (``torch.sparse.sampled_addmm``, the
-    ``index`` pattern as CSR, repeated columns moved to copies of ``keys``); elsewhere a gather
-    in chunks of at most 64 MiB. Backward: ``embedding_bag`` sums for the queries, a sparse
-    product for the keys. Work and memory grow as anchors × K × hidden and rows × hidden.
+    Forward: on CPU a sampled dense-dense product (``torch.sparse.sampled_addmm`` over the
+    ``index`` pattern as CSR; a column repeated within a row is computed once); elsewhere a
+    gather in chunks of at most 64 MiB. Backward: ``embedding_bag`` sums for the queries, a
+    sparse product for the keys. Work grows as n × K × hidden, memory as n × K + rows × hidden.
 
     Args:
         queries: ``[n, hidden]`` float32.
@@ -150,9 +211,13 @@ class _SampledDot(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
+        with full_precision(grad_out.device):
+            return _SampledDot._backward(ctx, grad_out.contiguous())
+
+    @staticmethod
+    def _backward(ctx, grad_out):
         queries, keys, index = ctx.saved_tensors
         grad_queries = grad_keys = None
-        grad_out = grad_out.contiguous()
         if ctx.needs_input_grad[0]:
             # grad_queries[n] = Σ_k grad_out[n, k] · keys[index[n, k]]
             grad_queries = F.embedding_bag(
@@ -174,29 +239,24 @@ class _SampledDot(torch.autograd.Function):
 
 def _sampled_dot_csr(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
     n, k = index.shape
-    # A CSR pattern needs sorted, distinct columns per row. Sort each row (the result is
-    # returned in the original order) and move the r-th repeat of a column to copy r of keys.
+    if n == 0:
+        return queries.new_zeros(0, k)
+    # A CSR pattern needs sorted, distinct columns per row: sort each row, keep the first of
+    # each run of equal columns, and give every entry the value of its run.
     sorted_index, order = index.sort(dim=1)
-    position = torch.arange(k, device=index.device).expand(n, k)
-    run_start = torch.ones_like(sorted_index, dtype=torch.bool)
-    run_start[:, 1:] = sorted_index[:, 1:] != sorted_index[:, :-1]
-    repeat = position - torch.where(run_start, position, 0).cummax(dim=1).values
-    copies = int(repeat.max()) + 1
-    columns, resort = (repeat * keys.size(0) + sorted_index).sort(dim=1)
-    crow = torch.arange(0, n * k + 1, k, device=index.device)
+    first = torch.ones_like(sorted_index, dtype=torch.bool)
+    first[:, 1:] = sorted_index[:, 1:] != sorted_index[:, :-1]
+    crow = F.pad(first.sum(dim=1).cumsum(dim=0), (1, 0))
+    columns = sorted_index[first]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         pattern = torch.sparse_csr_tensor(
-            crow,
-            columns.reshape(-1),
-            queries.new_zeros(n * k),
-            size=(n, copies * keys.size(0)),
+            crow, columns, queries.new_zeros(len(columns)), size=(n, keys.size(0)),
             check_invariants=False,
         )
-    table = keys if copies == 1 else keys.repeat(copies, 1)
-    values = torch.sparse.sampled_addmm(pattern, queries, table.t(), beta=0.0).values()
-    original_position = order.gather(1, resort)
-    return torch.empty_like(values.view(n, k)).scatter_(1, original_position, values.view(n, k))
+    values = torch.sparse.sampled_addmm(pattern, queries, keys.t(), beta=0.0).values()
+    run = first.view(-1).cumsum(dim=0).sub_(1).view(n, k)  # each entry's distinct value
+    return values.new_empty(n, k).scatter_(1, order, values[run])
 
 
 def _sampled_dot_gather(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:

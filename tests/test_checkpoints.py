@@ -51,12 +51,12 @@ def test_resume_from_checkpoint_last_and_restore_file(trained_checkpoint, tiny_d
     assert '"num_updates": "25"' in out.stdout
     # and from an explicit --restore-file into a new directory
     fresh = tmp_path / "fresh"
+    restore = trained_checkpoint / "checkpoint_1_10.pt"
     out = run_fairseq(
         "fairseq-train",
-        *train_args(tiny_databin, fresh, "--max-update", "25", "--restore-file",
-                    trained_checkpoint / "checkpoint_10_10.pt"),
+        *train_args(tiny_databin, fresh, "--max-update", "25", "--restore-file", restore),
     )
-    assert "epoch 1 @ 10 updates" in out.stdout
+    assert f"Loaded checkpoint {restore} (epoch 1 @ 10 updates)" in out.stdout
 
 
 def test_stock_fairseq_roberta_checkpoint_loads(tiny_databin, tmp_path):

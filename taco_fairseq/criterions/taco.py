@@ -15,6 +15,7 @@ from omegaconf import II
 
 from ..analysis.context_logging import ContextSimilarityConfig, ContextSimilarityLogger
 from ..contrastive import global_bias, info_nce
+from ..distributed_negatives import complete_negatives
 
 TC_EMBEDDINGS = ("layer-output", "token")
 
@@ -79,6 +80,26 @@ def validate_loss_options(cfg) -> None:
         )
 
 
+def check_task(cfg, task) -> None:
+    """Check that the task draws TACO's positions in a way this criterion can use.
+
+    Raises:
+        ValueError: for a task other than ``taco_masked_lm``, or
+            ``--tc-cross-worker-negatives`` with ``tc_detach_keys`` false.
+    """
+    task_cfg = getattr(task, "cfg", None)
+    if not hasattr(task_cfg, "tc_negatives"):
+        raise ValueError(
+            f"--criterion taco needs --task taco_masked_lm (it draws the TC positions), got "
+            f"--task {getattr(task_cfg, '_name', type(task).__name__)}"
+        )
+    if getattr(task_cfg, "tc_cross_worker_negatives", False) and not cfg.tc_detach_keys:
+        raise ValueError(
+            "--tc-cross-worker-negatives needs tc_detach_keys true (the default; drop "
+            "--tc-detach-keys): the keys gathered from other workers carry no gradient"
+        )
+
+
 @register_criterion("taco", dataclass=TacoConfig)
 class TacoLoss(FairseqCriterion):
     """TACO: fairseq's masked-LM loss plus λ times the token-alignment contrastive loss.
@@ -110,6 +131,7 @@ class TacoLoss(FairseqCriterion):
     def __init__(self, cfg: TacoConfig, task):
         super().__init__(task)
         validate_loss_options(cfg)
+        check_task(cfg, task)
         self.tc_weight = cfg.tc_weight
         self.tc_temperature = cfg.tc_temperature
         self.tc_embedding = cfg.tc_embedding
@@ -190,22 +212,30 @@ class TacoLoss(FairseqCriterion):
         )
 
         taco = sample["taco"]
-        num_anchors = len(taco["anchor"])
-        if num_anchors == 0:
-            return TacoLosses(mlm_loss, mlm_loss.new_zeros((), dtype=torch.float32), 0, 0,
-                              sample_size, context)
+        # cross-worker batches join the all-gather even without anchors of their own
+        cross_worker = "negative_uniform" in taco
+        zero = mlm_loss.new_zeros((), dtype=torch.float32)
+        if len(taco["anchor"]) == 0 and not cross_worker:
+            return TacoLosses(mlm_loss, zero, 0, 0, sample_size, context)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.tc_weight > 0):
+            # [batch, seq_len, hidden], a transposed view info_nce reads without a copy
             vectors = self._global_bias(model, sample, extra["inner_states"])
+            anchor, positive = taco["anchor"], taco["positive"]
+            if cross_worker:
+                vectors, anchor, positive, negative, dropped = complete_negatives(
+                    vectors.flatten(0, 1), taco, across_workers="update_totals" in taco
+                )
+                taco["skipped"] = int(dropped > 0)  # logged as tc_skipped
+            else:
+                negative = taco["negative"]
+            if len(anchor) == 0:
+                return TacoLosses(mlm_loss, zero, 0, 0, sample_size, context)
             tc = info_nce(
-                vectors.flatten(0, 1),
-                taco["anchor"],
-                taco["positive"],
-                taco["negative"],
-                self.tc_temperature,
-                self.tc_detach_keys,
+                vectors, anchor, positive, negative, self.tc_temperature, self.tc_detach_keys
             )
-        return TacoLosses(mlm_loss, tc.loss.sum(), tc.correct.sum(), num_anchors, sample_size,
-                          context)
+        return TacoLosses(
+            mlm_loss, tc.loss.sum(), tc.correct.sum(), len(anchor), sample_size, context
+        )
 
     def _global_bias(self, model, sample, inner_states):
         """g = h − e for every position: ``[batch, seq_len, hidden]`` float32."""

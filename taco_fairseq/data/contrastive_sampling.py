@@ -64,6 +64,90 @@ def sample_contrastive_positions(
     Raises:
         ValueError: on masks of different shapes, an even or too small window, or K < 1.
     """
+    _check_arguments(candidate, anchor_mask, window, num_negatives)
+    rows = _RowPool(candidate)
+    eligible_row = (rows.length >= 2) & (rows.size - rows.length >= 1)
+    anchor, positive = _anchors_and_positives(rows, anchor_mask, eligible_row, window, rng)
+    if len(anchor) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return ContrastivePositions(empty, empty, np.zeros((0, num_negatives), np.int64))
+
+    # negatives: uniform over the candidates of the other rows (with replacement)
+    row = anchor // rows.seq_len
+    n_row = rows.length[row]
+    draw = rng.integers(0, (rows.size - n_row)[:, None], size=(len(anchor), num_negatives))
+    start = rows.start[row][:, None]
+    draw = draw + np.where(draw >= start, n_row[:, None], 0)
+    negative = np.sort(rows.pool[draw], axis=1)
+
+    return ContrastivePositions(anchor, positive, negative)
+
+
+class CrossWorkerPositions(NamedTuple):
+    """Sampled positions of one worker's batch whose negatives are completed across workers
+    (``--tc-cross-worker-negatives``, see :mod:`taco_fairseq.distributed_negatives`).
+
+    Attributes:
+        anchor: ``[anchors]`` int64 flat indices into ``[batch * seq_len]``.
+        positive: ``[anchors]`` int64, as in :class:`ContrastivePositions`.
+        candidates: ``[candidates]`` int64 flat indices of the batch's candidate tokens in
+            row-major order (the worker's share of the global pool of negatives).
+        anchor_row_start: ``[anchors]`` int64, index in ``candidates`` of the first candidate
+            of the anchor's row.
+        anchor_row_length: ``[anchors]`` int64, candidates in the anchor's row (excluded from
+            its negatives).
+        negative_uniform: ``[anchors, K]`` float64 in [0, 1): the variates that select the K
+            negatives among the candidates of all workers outside the anchor's row.
+    """
+
+    anchor: np.ndarray
+    positive: np.ndarray
+    candidates: np.ndarray
+    anchor_row_start: np.ndarray
+    anchor_row_length: np.ndarray
+    negative_uniform: np.ndarray
+
+
+def sample_cross_worker_positions(
+    candidate: np.ndarray,
+    anchor_mask: np.ndarray,
+    window: int,
+    num_negatives: int,
+    rng: np.random.Generator,
+) -> CrossWorkerPositions:
+    """Draw positives as :func:`sample_contrastive_positions`, and K uniform variates per
+    anchor instead of negatives: the loader cannot see the other workers' tokens, so the
+    criterion maps the variates to negatives after an all-gather
+    (:func:`taco_fairseq.distributed_negatives.global_negative_index`).
+
+    An anchor is eligible when ``anchor_mask`` and ``candidate`` hold at its position and its
+    sequence has another candidate token; whether negatives exist is decided by the criterion
+    (the other sequences of all workers).
+
+    Args:
+        as :func:`sample_contrastive_positions`.
+
+    Returns:
+        :class:`CrossWorkerPositions`.
+
+    Raises:
+        ValueError: as :func:`sample_contrastive_positions`.
+    """
+    _check_arguments(candidate, anchor_mask, window, num_negatives)
+    rows = _RowPool(candidate)
+    anchor, positive = _anchors_and_positives(rows, anchor_mask, rows.length >= 2, window, rng)
+    row = anchor // rows.seq_len
+    return CrossWorkerPositions(
+        anchor,
+        positive,
+        rows.pool.astype(np.int64),
+        rows.start[row].astype(np.int64),
+        rows.length[row].astype(np.int64),
+        rng.random((len(anchor), num_negatives)),
+    )
+
+
+def _check_arguments(candidate, anchor_mask, window, num_negatives) -> None:
     if candidate.shape != anchor_mask.shape or candidate.ndim != 2:
         raise ValueError(
             f"candidate {candidate.shape} and anchor_mask {anchor_mask.shape} must both be "
@@ -74,21 +158,30 @@ def sample_contrastive_positions(
     if num_negatives < 1:
         raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
 
-    seq_len = candidate.shape[1]
-    pool = np.flatnonzero(candidate)  # candidate positions, row-major
-    row_length = candidate.sum(axis=1)  # candidates per row
-    row_start = np.concatenate([[0], np.cumsum(row_length)[:-1]])  # row's offset in pool
-    pool_size = len(pool)
-    # rank of each candidate among the candidates of its row
-    rank = np.cumsum(candidate, axis=1) - 1
 
-    eligible_row = (row_length >= 2) & (pool_size - row_length >= 1)
+class _RowPool:
+    """The candidate positions of a ``[batch, seq_len]`` mask, row by row."""
+
+    def __init__(self, candidate: np.ndarray):
+        self.candidate = candidate
+        self.seq_len = candidate.shape[1]
+        self.pool = np.flatnonzero(candidate)  # candidate positions, row-major
+        self.size = len(self.pool)
+        self.length = candidate.sum(axis=1)  # candidates per row
+        self.start = np.concatenate([[0], np.cumsum(self.length)[:-1]])  # row's offset in pool
+        self.rank = np.cumsum(candidate, axis=1) - 1  # rank of a candidate within its row
+
+
+def _anchors_and_positives(rows: _RowPool, anchor_mask, eligible_row, window, rng):
+    """Anchors (asked, candidate, in an eligible row) and one positive each, int64."""
+    candidate = rows.candidate
     anchor = np.flatnonzero(anchor_mask & candidate & eligible_row[:, None])
     if len(anchor) == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return ContrastivePositions(empty, empty, np.zeros((0, num_negatives), np.int64))
+        return empty, empty
+    seq_len = rows.seq_len
     row, column = np.divmod(anchor, seq_len)
-    n_row = row_length[row]
+    n_row = rows.length[row]
 
     # positive: a window offset, or a uniformly random other candidate of the row
     half = window // 2
@@ -99,15 +192,8 @@ def sample_contrastive_positions(
     target_clipped = np.clip(target, 0, seq_len - 1)
     in_window = inside & candidate[row, target_clipped]
     other = rng.integers(0, n_row - 1)
-    anchor_rank = rank[row, column]
+    anchor_rank = rows.rank[row, column]
     other = other + (other >= anchor_rank)
-    fallback = pool[row_start[row] + other]
+    fallback = rows.pool[rows.start[row] + other]
     positive = np.where(in_window, row * seq_len + target_clipped, fallback)
-
-    # negatives: uniform over the candidates of the other rows (with replacement)
-    draw = rng.integers(0, (pool_size - n_row)[:, None], size=(len(anchor), num_negatives))
-    start = row_start[row][:, None]
-    draw = draw + np.where(draw >= start, n_row[:, None], 0)
-    negative = np.sort(pool[draw], axis=1)
-
-    return ContrastivePositions(anchor.astype(np.int64), positive.astype(np.int64), negative)
+    return anchor.astype(np.int64), positive.astype(np.int64)

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset
 
-from .contrastive_sampling import sample_contrastive_positions
+from .contrastive_sampling import sample_contrastive_positions, sample_cross_worker_positions
 
 TC_POSITIONS = ("all", "masked", "unmasked")
 
@@ -17,7 +17,13 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
     ``batch["taco"]`` holds the flat positions of :class:`ContrastivePositions` as int64
     tensors (``anchor [anchors]``, ``positive [anchors]``, ``negative [anchors, K]``) and
     ``skipped`` (1 when the batch has no negatives, i.e. its tokens lie in one sequence, so the
-    TC loss is skipped for it; else 0).
+    TC loss is skipped for it; else 0) and ``available_negatives`` (the fewest candidate tokens
+    any anchor can draw its negatives from; 0 without anchors).
+
+    With ``cross_worker`` (``--tc-cross-worker-negatives``) ``batch["taco"]`` holds the fields
+    of :class:`~taco_fairseq.data.contrastive_sampling.CrossWorkerPositions` instead of
+    ``negative`` (``negative_uniform`` float64, the others int64), and ``skipped`` is 0: the
+    criterion draws the negatives from all workers' batches.
 
     Sampling is deterministic given (seed, epoch, ids of the batch's examples), like fairseq's
     ``MaskTokensDataset``, so a resumed run draws what an uninterrupted one would have.
@@ -34,6 +40,7 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
         window: W, odd, >= 3.
         num_negatives: K >= 1.
         seed: the run's seed.
+        cross_worker: leave the negatives to the criterion (see above).
 
     Raises:
         ValueError: for an unknown ``positions``.
@@ -48,6 +55,7 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
         window: int,
         num_negatives: int,
         seed: int,
+        cross_worker: bool = False,
     ):
         super().__init__(dataset)
         if positions not in TC_POSITIONS:
@@ -58,6 +66,7 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
         self.window = window
         self.num_negatives = num_negatives
         self.seed = seed
+        self.cross_worker = cross_worker
         self.epoch = 0
 
     @property
@@ -80,13 +89,23 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
             masked = batch["target"].numpy() != self.pad_idx
             anchor_mask = masked if self.positions == "masked" else ~masked
         rng = np.random.default_rng([self.seed, self.epoch, *batch["id"].tolist()])
+        if self.cross_worker:
+            sampled = sample_cross_worker_positions(
+                candidate, anchor_mask, self.window, self.num_negatives, rng
+            )
+            batch["taco"] = {k: torch.from_numpy(v) for k, v in sampled._asdict().items()}
+            batch["taco"]["skipped"] = 0
+            return batch
         sampled = sample_contrastive_positions(
             candidate, anchor_mask, self.window, self.num_negatives, rng
         )
+        row_length = candidate.sum(axis=1)
+        available = row_length.sum() - row_length[sampled.anchor // candidate.shape[1]]
         batch["taco"] = {
             "anchor": torch.from_numpy(sampled.anchor),
             "positive": torch.from_numpy(sampled.positive),
             "negative": torch.from_numpy(sampled.negative),
-            "skipped": int((candidate.sum(axis=1) > 0).sum() < 2),
+            "skipped": int((row_length > 0).sum() < 2),
+            "available_negatives": int(available.min()) if len(available) else 0,
         }
         return batch

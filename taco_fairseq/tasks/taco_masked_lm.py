@@ -1,18 +1,26 @@
 """Task ``taco_masked_lm``: fairseq's ``masked_lm`` plus TACO's contrastive sampling."""
 
+import importlib.util
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import List
+from typing import List, Optional
 
 import torch
 from fairseq import utils
 from fairseq.dataclass import ChoiceEnum
 from fairseq.distributed import utils as distributed_utils
+from fairseq.models.roberta import RobertaModel
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from omegaconf import II
 
+from ..checkpoint_checks import (
+    DICTIONARY_KEY,
+    check_checkpoint_fits,
+    checkpoint_to_load,
+    dictionary_fingerprint,
+)
 from ..data.contrastive_sampling_dataset import TC_POSITIONS, ContrastiveSamplingDataset
 from ..data.update_totals import UpdateTotalsEpochIterator
 from ..models.token_embeddings import TokenEmbeddingConfig, setup_token_embeddings
@@ -44,11 +52,30 @@ class TacoMaskedLMConfig(MaskedLMConfig, TokenEmbeddingConfig):
         default=False,
         metadata={"help": "never use <s> and </s> as anchors, positives or negatives"},
     )
+    tc_cross_worker_negatives: bool = field(
+        default=False,
+        metadata={
+            "help": "draw each anchor's negatives from the sequences of all data-parallel "
+            "workers (all-gather of detached keys; needs tc_detach_keys true), as if one "
+            "worker held the whole batch, instead of from its own worker's batch"
+        },
+    )
     update_freq: List[int] = II("optimization.update_freq")
+    batch_size: Optional[int] = II("dataset.batch_size")
+    # where fairseq-train resumes from, checked before training (see checkpoint_checks)
+    restore_file: str = II("checkpoint.restore_file")
+    save_dir: str = II("checkpoint.save_dir")
+    continue_once: Optional[str] = II("checkpoint.continue_once")
+    finetune_from_model: Optional[str] = II("checkpoint.finetune_from_model")
+    checkpoint_suffix: str = II("checkpoint.checkpoint_suffix")
+    fp16: bool = II("common.fp16")
+    bf16: bool = II("common.bf16")
+    amp: bool = II("common.amp")
 
 
 def validate_sampling_options(cfg) -> None:
-    """Check the TC sampling options of the task's config.
+    """Check the TC sampling options of the task's config; log a warning for settings that
+    train but leave the TC loss (nearly) without data.
 
     Raises:
         ValueError: naming the option, its value and what is allowed.
@@ -72,6 +99,62 @@ def validate_sampling_options(cfg) -> None:
             "--leave-unmasked-prob plus --random-token-prob must be <= 1, got "
             f"{cfg.leave_unmasked_prob} + {cfg.random_token_prob}"
         )
+    no_anchor = {"masked": 0.0, "unmasked": 1.0}.get(cfg.tc_positions)
+    if cfg.mask_prob == no_anchor:
+        raise ValueError(
+            f"--tc-positions {cfg.tc_positions} with --mask-prob {cfg.mask_prob} leaves no "
+            "anchor: the TC loss would be 0. Change --mask-prob or use --tc-positions all"
+        )
+    if cfg.batch_size == 1 and not cfg.tc_cross_worker_negatives:
+        logger.warning(
+            "--batch-size 1: a batch of one sequence has no negatives, so the TC loss is "
+            "skipped on every batch (tc_skipped). Use --batch-size >= 2, or "
+            "--tc-cross-worker-negatives with several workers"
+        )
+    if cfg.tc_window // 2 >= cfg.tokens_per_sample:
+        logger.warning(
+            f"--tc-window {cfg.tc_window} reaches beyond --tokens-per-sample "
+            f"{cfg.tokens_per_sample}: positives then mostly fall back to a uniform draw "
+            "from the rest of the sequence"
+        )
+
+
+def validate_training_setup(cfg, model_cfg, model) -> None:
+    """Check the model and the precision options of a training run; log a warning for
+    ``--amp`` without a GPU.
+
+    Raises:
+        ValueError: for a model other than fairseq's ``RobertaModel``, ``--tokens-per-sample``
+            above the model's ``--max-positions``, ``--fp16`` without a CUDA GPU or ``--bf16``
+            without torch_xla (in fairseq it means TPU training).
+    """
+    if not isinstance(model, RobertaModel):
+        arch = getattr(model_cfg, "arch", None) or getattr(model_cfg, "_name", None)
+        raise ValueError(
+            f"--arch {arch}: the TC loss needs a RoBERTa model (fairseq's RobertaModel: "
+            "roberta_tiny/mini/small/medium/base/large or roberta with size options)"
+        )
+    if model.max_positions() < cfg.tokens_per_sample:
+        raise ValueError(
+            f"--tokens-per-sample {cfg.tokens_per_sample} exceeds the model's --max-positions "
+            f"{model.max_positions()}: every longer block would be dropped. Lower "
+            "--tokens-per-sample or raise --max-positions"
+        )
+    if cfg.fp16 and not torch.cuda.is_available():
+        raise ValueError(
+            "--fp16 needs a CUDA GPU (fairseq's FP16Optimizer); on the CPU leave it out and "
+            "train in float32"
+        )
+    if cfg.bf16 and importlib.util.find_spec("torch_xla") is None:
+        raise ValueError(
+            "--bf16 means TPU training in fairseq (it implies --tpu) and needs torch_xla; "
+            "on GPUs use --fp16 or --amp, on the CPU leave it out"
+        )
+    if cfg.amp and not torch.cuda.is_available():
+        logger.warning(
+            "--amp without a GPU: fairseq autocasts CUDA operations only, so this run trains "
+            "in float32"
+        )
 
 
 @register_task("taco_masked_lm", dataclass=TacoMaskedLMConfig)
@@ -87,6 +170,9 @@ class TacoMaskedLMTask(MaskedLMTask):
         validate_sampling_options(cfg)
         super().__init__(cfg, dictionary)
         self._update_totals = (None, None)  # (update_num, all-worker totals)
+        self._warned_few_negatives = False
+        # saved as the checkpoint's task_state; checked when training resumes from it
+        self.state.merge_state_dict({DICTIONARY_KEY: dictionary_fingerprint(self.dictionary)})
 
     @classmethod
     def load_dict(cls, cfg):
@@ -110,13 +196,29 @@ class TacoMaskedLMTask(MaskedLMTask):
             window=self.cfg.tc_window,
             num_negatives=self.cfg.tc_negatives,
             seed=self.cfg.seed,
+            cross_worker=self.cfg.tc_cross_worker_negatives,
         )
 
     def build_model(self, cfg, from_checkpoint=False):
-        """fairseq's model, with ``--init-token-embeddings-from`` and
-        ``--freeze-token-embeddings`` applied (:mod:`taco_fairseq.models.token_embeddings`)."""
+        """Build the model with ``--init-token-embeddings-from`` and
+        ``--freeze-token-embeddings`` applied (:mod:`taco_fairseq.models.token_embeddings`); for
+        training (not ``from_checkpoint``), also check the set-up
+        (:func:`validate_training_setup`) and that the checkpoint fairseq-train will load fits
+        the model and dictionary.
+
+        Raises:
+            ValueError: from :func:`validate_training_setup`, or for a checkpoint of another
+                vocabulary or architecture
+                (:func:`~taco_fairseq.checkpoint_checks.check_checkpoint_fits`).
+            FileNotFoundError: for a ``--restore-file`` that does not exist.
+        """
         model = super().build_model(cfg, from_checkpoint)
         setup_token_embeddings(model, self.cfg, from_checkpoint)
+        if not from_checkpoint:
+            validate_training_setup(self.cfg, cfg, model)
+            path = checkpoint_to_load(self.cfg)
+            if path is not None:
+                check_checkpoint_fits(path, model, self.dictionary)
         return model
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
@@ -135,7 +237,20 @@ class TacoMaskedLMTask(MaskedLMTask):
         sample["taco"]["update_totals"] = self._all_worker_totals(
             sample, model, update_num, ignore_grad
         )
+        sample["taco"]["dummy"] = bool(ignore_grad)  # shares no keys across workers
+        self._warn_if_few_negatives(sample["taco"])
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+
+    def _warn_if_few_negatives(self, taco):
+        available = taco.get("available_negatives", 0)
+        if 0 < available < self.cfg.tc_negatives and not self._warned_few_negatives:
+            logger.warning(
+                f"--tc-negatives {self.cfg.tc_negatives} exceeds the {available} tokens of the "
+                "other sequences of a batch: such anchors draw repeated negatives (sampling "
+                "is with replacement). Lower --tc-negatives or use larger batches. "
+                "(Shown once.)"
+            )
+            self._warned_few_negatives = True
 
     def _all_worker_totals(self, sample, model, update_num, ignore_grad):
         cached_update, totals = self._update_totals

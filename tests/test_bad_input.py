@@ -1,0 +1,206 @@
+"""Bad input gets a clear error naming the option or file and the fix, or a defined, logged
+behaviour (docs/reliability.md lists every case)."""
+
+import itertools
+import json
+import logging
+import lzma
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import first_batch, fairseq_setup, run_fairseq, run_script, train_args
+from distributed_worker import Backward
+import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (("--tc-negatives", "-3"), "--tc-negatives must be >= 1"),
+        (("--tc-window", "2"), "--tc-window must be an odd integer >= 3"),
+        (("--tc-temperature", "-0.07"), r"--tc-temperature \(τ\) must be > 0"),
+        (("--tc-temperature", "nan"), r"--tc-temperature \(τ\) must be > 0"),
+        (("--tc-weight", "nan"), r"--tc-weight \(λ\) must be >= 0"),
+        (("--mask-prob", "-0.1"), "--mask-prob must be in"),
+        (("--random-token-prob", "1.2"), "--random-token-prob must be in"),
+        (("--leave-unmasked-prob", "0.6", "--random-token-prob", "0.6"), "must be <= 1"),
+        (("--tc-positions", "masked", "--mask-prob", "0"), "leaves no anchor"),
+        (("--tc-positions", "unmasked", "--mask-prob", "1"), "leaves no anchor"),
+        (("--max-positions", "32"), "--tokens-per-sample 64 exceeds the model's --max-positions"),
+        (("--fp16",), "--fp16 needs a CUDA GPU"),
+        (("--bf16",), "--bf16 means TPU training"),
+        (("--task", "masked_lm"), "--criterion taco needs --task taco_masked_lm"),
+        (("--arch", "bert_base", "--encoder-layers", "1", "--encoder-embed-dim", "16",
+          "--encoder-ffn-embed-dim", "16", "--encoder-attention-heads", "2"),
+         "--arch bert_base: the TC loss needs a RoBERTa model"),
+    ],
+)
+def test_bad_options_fail_at_start(tiny_databin, options, message):
+    with pytest.raises(ValueError, match=message):
+        fairseq_setup(tiny_databin, *options)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (("--batch-size", "1"), "--batch-size 1: a batch of one sequence has no negatives"),
+        (("--tc-window", "201"), "--tc-window 201 reaches beyond --tokens-per-sample 64"),
+        (("--amp",), "--amp without a GPU"),
+    ],
+)
+def test_suspicious_options_are_logged(tiny_databin, caplog, options, message):
+    with caplog.at_level(logging.WARNING):
+        fairseq_setup(tiny_databin, *options)
+    assert message in caplog.text
+
+
+def test_more_negatives_than_tokens_are_drawn_with_replacement_and_warned_once(
+    tiny_databin, caplog
+):
+    _, task, model, criterion = fairseq_setup(tiny_databin, "--tc-negatives", "500")
+    batch = first_batch(task, batch_size=2)  # at most 64 tokens in the other sequence
+    assert batch["taco"]["negative"].shape == (len(batch["taco"]["anchor"]), 500)
+    assert 0 < batch["taco"]["available_negatives"] <= 64
+    with caplog.at_level(logging.WARNING):
+        for update in range(2):
+            task.train_step(first_batch(task, batch_size=2), model, criterion, Backward, update)
+    assert caplog.text.count("--tc-negatives 500 exceeds the") == 1
+    # enough tokens: no warning
+    caplog.clear()
+    _, task, model, criterion = fairseq_setup(tiny_databin, "--tc-negatives", "50")
+    with caplog.at_level(logging.WARNING):
+        task.train_step(first_batch(task, batch_size=4), model, criterion, Backward, 0)
+    assert "exceeds the" not in caplog.text
+
+
+def test_data_directory_without_the_split(tiny_databin, tmp_path):
+    shutil.copy(tiny_databin / "dict.txt", tmp_path / "dict.txt")
+    with pytest.raises(FileNotFoundError, match="Dataset not found: valid"):
+        fairseq_setup(tmp_path)
+
+
+# --- checkpoints: missing, other vocabulary, other architecture -------------------------------
+
+def test_missing_restore_file_stops_fairseq_train(tiny_databin, tmp_path):
+    missing = tmp_path / "no_such_checkpoint.pt"
+    with pytest.raises(FileNotFoundError, match=f"--restore-file {missing}: no such checkpoint"):
+        fairseq_setup(tiny_databin, "--restore-file", str(missing))
+    out = run_fairseq("fairseq-train", *train_args(tiny_databin, tmp_path / "run", "--restore-file",
+                                                     missing), check=False)
+    assert out.returncode != 0
+    assert f"FileNotFoundError: --restore-file {missing}: no such checkpoint" in out.stdout
+    assert "train_inner" not in out.stdout  # stopped before training from scratch
+
+
+def test_missing_continue_once_file(tiny_databin, tmp_path):
+    with pytest.raises(FileNotFoundError, match="--continue-once"):
+        fairseq_setup(tiny_databin, "--save-dir", str(tmp_path), "--continue-once",
+                      str(tmp_path / "nope.pt"))
+
+
+def test_restore_file_that_hides_checkpoint_last_is_warned(trained_checkpoint, tiny_databin,
+                                                           caplog):
+    with caplog.at_level(logging.WARNING):
+        fairseq_setup(tiny_databin, "--save-dir", str(trained_checkpoint), "--restore-file",
+                      str(trained_checkpoint / "checkpoint_1_10.pt"))
+    assert "this run restarts from" in caplog.text and "--continue-once" in caplog.text
+
+
+def test_own_checkpoint_fits(trained_checkpoint, tiny_databin):
+    fairseq_setup(tiny_databin, "--restore-file", str(trained_checkpoint / "checkpoint_last.pt"))
+    fairseq_setup(tiny_databin, "--save-dir", str(trained_checkpoint))  # resume
+
+
+def _databin_with_dict(tiny_databin, directory, symbols):
+    directory.mkdir()
+    for split in ("valid.bin", "valid.idx"):
+        (directory / split).symlink_to(tiny_databin / split)
+    (directory / "dict.txt").write_text("".join(symbols), encoding="utf-8")
+    return directory
+
+
+def test_checkpoint_of_another_vocabulary(trained_checkpoint, tiny_databin, tmp_path):
+    checkpoint = str(trained_checkpoint / "checkpoint_last.pt")
+    lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    # the same number of pieces, two of them swapped: ids would mean other pieces
+    swapped = _databin_with_dict(tiny_databin, tmp_path / "swapped",
+                                 [lines[1], lines[0], *lines[2:]])
+    with pytest.raises(ValueError, match=r"trained with another dictionary \(2001 symbols\) "
+                                         r"than --data's dict.txt \(2001 symbols\)"):
+        fairseq_setup(swapped, "--restore-file", checkpoint)
+    # a checkpoint without our fingerprint (e.g. fairseq's masked_lm): the embedding size
+    state = torch.load(checkpoint, weights_only=True)
+    del state["task_state"]
+    stock = tmp_path / "stock.pt"
+    torch.save(state, stock)
+    smaller = _databin_with_dict(tiny_databin, tmp_path / "smaller", lines[:-10])
+    with pytest.raises(ValueError, match=r"another dictionary \(2001 symbols\) than --data's "
+                                         r"dict.txt \(1991 symbols\)"):
+        fairseq_setup(smaller, "--restore-file", str(stock))
+
+
+def test_checkpoint_of_another_architecture(trained_checkpoint, tiny_databin):
+    with pytest.raises(ValueError, match=r"--arch roberta_tiny\) does not fit .*Train with the "
+                                         r"checkpoint's --arch"):
+        fairseq_setup(tiny_databin, "--arch", "roberta_mini", "--restore-file",
+                      str(trained_checkpoint / "checkpoint_last.pt"))
+
+
+# --- corpus: empty, blank, non-UTF-8, a very long line ----------------------------------------
+
+def test_blank_corpus_file(tmp_path):
+    """The prep command's exit path (empty and markup-only files: tests/test_corpus.py)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"\n  \n\t\n")
+    result = run_script("prepare_pretraining_data.py", "--train", corpus, "--valid-docs", "1",
+                        "--vocab-size", "100", "--destdir", tmp_path / "out")
+    assert result.returncode != 0
+    assert f"{corpus}: no text found (the file is empty, blank or markup only)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def odd_corpus_databin(wikipedia_aa, tmp_path_factory):
+    """Real Wikipedia text with a line of invalid UTF-8 and a line of ~2,600 tokens (10 kB,
+    beyond SentencePiece's 4,192-byte training limit), through the prep command."""
+    directory = tmp_path_factory.mktemp("odd_corpus")
+    with lzma.open(wikipedia_aa, "rb") as f:
+        lines = list(itertools.islice(f, 1500))
+    long_line = b" ".join(lines[5].split() * 400)[:10000] + b"\n"
+    corpus = directory / "corpus.txt"
+    corpus.write_bytes(b"".join(lines[:700]) + b"caf\xe9 au lait, \xff\xfe bytes\n" + long_line
+                       + b"".join(lines[700:]))
+    result = run_script("prepare_pretraining_data.py", "--train", corpus, "--valid-docs", "2",
+                        "--vocab-size", "500", "--workers", "2", "--destdir", directory / "bin")
+    assert result.returncode == 0, result.stderr
+    return directory / "bin", result
+
+
+def test_non_utf8_bytes_are_replaced_and_logged(odd_corpus_databin):
+    databin, result = odd_corpus_databin
+    assert "1 lines had bytes that are not valid UTF-8 (replaced by U+FFFD)" in result.stderr
+    info = json.loads((databin / "prep_info.json").read_text())
+    assert info["inputs"]["train"][0]["undecodable_lines"] == 1
+
+
+def test_line_longer_than_tokens_per_sample(odd_corpus_databin, caplog):
+    """Packed blocks (--sample-break-mode none, the recipes) split it; complete-sentence blocks
+    cannot, and fairseq drops it from training with a warning."""
+    databin, _ = odd_corpus_databin
+    blocks = {}  # mode -> (longest block, blocks dropped)
+    for mode in ("none", "complete"):
+        _, task, _, _ = fairseq_setup(databin, "--sample-break-mode", mode)
+        task.load_dataset("train")
+        dataset = task.dataset("train")
+        with caplog.at_level(logging.WARNING):
+            itr = task.get_batch_iterator(dataset, max_sentences=8, max_positions=64,
+                                          ignore_invalid_inputs=True, seed=1)
+        kept = sum(len(b) for b in itr.frozen_batches)
+        blocks[mode] = (int(np.max(dataset.sizes)), len(dataset) - kept)
+    assert blocks["none"] == (64, 0)
+    longest, dropped = blocks["complete"]
+    assert longest > 2000 and dropped >= 1
+    assert f"{dropped} samples have invalid sizes and will be skipped" in caplog.text

@@ -1,0 +1,96 @@
+"""The benchmark command and its library on tiny shapes (its figures are not checked here:
+timings of a shared CI machine mean little; docs/performance.md has measured ones)."""
+
+import os
+import re
+
+import pytest
+
+from conftest import USER_DIR, fairseq_setup, run_script
+from taco_fairseq.benchmark.collate_timing import time_collate
+from taco_fairseq.benchmark.report import growth_exponents, paired_ratios
+from taco_fairseq.benchmark.tc_loss_timing import TCLossTiming, time_tc_loss
+from taco_fairseq.benchmark import update_timing
+from taco_fairseq.benchmark.update_timing import compare_updates
+
+
+def test_benchmark_command_runs_and_prints_its_tables(tiny_databin, tmp_path):
+    output = tmp_path / "report.md"
+    result = run_script(
+        "benchmark_taco.py", "--data", tiny_databin, "--shapes", "tiny", "--steps", "1",
+        "--warmup", "1", "--collate-batches", "2", "--tc-tokens", "512", "768",
+        "--tc-negatives", "3", "5", "--tc-fixed-tokens", "512", "--tc-hidden", "32",
+        "--tc-repeats", "1",
+        "--threads", "1", "--output", output,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = result.stdout
+    assert output.read_text() == report
+    assert "| torch | " in report and "| fairseq | " in report and "| device | CPU" in report
+    number, paired = r" [\d.,]+ \|", r" [\d.]+ \([\d.]+–[\d.]+\) \|"
+    update_row = (r"^\| tiny \| roberta_tiny \| 16 × 128 \| 50 \| 1 \|" + number * 2 + paired
+                  + number * 3 + paired + number * 4 + "$")
+    assert re.search(update_row, report, re.MULTILINE)
+    assert re.search(r"^\| tiny \| [\d.]+ \| [\d.]+ \| -?[\d.]+ \| -?[\d.]+% \|", report,
+                     re.MULTILINE)
+    tc_rows = re.findall(r"^\| (\d+) \| (\d+) \| [\d.]+ \| [\d.]+ \| [\d.]+× \|", report,
+                         re.MULTILINE)
+    assert tc_rows == [("512", "50"), ("768", "50"), ("512", "3"), ("512", "5")]
+    assert "update time taco / masked_lm ≤ 1.03 (small) | not measured" in report
+
+
+def test_benchmark_command_rejects_partial_sequences(tiny_databin):
+    result = run_script("benchmark_taco.py", "--data", tiny_databin, "--tc-tokens", "300")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--tc-tokens" in result.stderr and "multiples of 256" in result.stderr
+
+
+def test_runs_that_see_different_batches_are_refused(tiny_databin):
+    common = [
+        str(tiny_databin), "--user-dir", USER_DIR, "--arch", "roberta_tiny", "--cpu",
+        "--tokens-per-sample", "32", "--batch-size", "2", "--optimizer", "adam", "--lr", "1e-4",
+        "--task", "masked_lm", "--criterion", "masked_lm", "--disable-validation", "--no-save",
+        "--num-workers", "0",
+    ]
+    runs = {"a": common + ["--seed", "1"], "b": common + ["--seed", "2"]}
+    with pytest.raises(RuntimeError, match="different batches"):
+        compare_updates(runs, steps=1, warmup=0, threads=1)
+
+
+def test_collate_timing_times_both_collaters(tiny_databin):
+    _, task, _, _ = fairseq_setup(tiny_databin)
+    dataset = task.dataset("valid")
+    stats = time_collate(dataset, [[0, 1, 2, 3], [4, 5]], repeats=2)
+    assert stats.batches == 2 and stats.plain_s > 0 and stats.taco_s > 0
+    with pytest.raises(TypeError, match="taco_masked_lm"):
+        time_collate(dataset.dataset, [[0, 1]])
+
+
+def test_tc_timing_checks_both_implementations_agree():
+    timing = time_tc_loss(512, 4, 8, repeats=1)
+    assert (timing.tokens, timing.negatives, timing.hidden) == (512, 4, 8)
+    assert timing.max_difference < 1e-4 and timing.fast_s > 0 and timing.gather_s > 0
+
+
+def test_growth_exponents_are_log_log_slopes():
+    def timing(tokens, k):  # linear in tokens, quadratic in K + 1
+        seconds = tokens * (k + 1) ** 2 * 1e-9
+        return TCLossTiming(tokens, k, 8, seconds, seconds, 0.0)
+
+    over_tokens = [timing(t, 9) for t in (512, 1024, 2048)]
+    over_k = [timing(512, k) for k in (19, 39)]
+    assert growth_exponents(over_tokens + over_k) == (pytest.approx(1.0), pytest.approx(2.0))
+    assert growth_exponents(over_tokens[:1]) == (None, None)
+
+
+def test_run_processes_get_the_extra_environment(monkeypatch):
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    with update_timing._environment(update_timing.EXACT_RSS_ENVIRON):
+        assert os.environ["MALLOC_MMAP_THRESHOLD_"] == "65536"
+    assert "MALLOC_MMAP_THRESHOLD_" not in os.environ
+
+
+def test_paired_ratios_are_quartiles_of_per_update_ratios():
+    assert paired_ratios([2, 3, 4, 5, 6], [1, 1, 1, 1, 1]) == (3, 4, 5)
+    assert paired_ratios([10, 30], [10, 10]) == (1.5, 2.0, 2.5)
+    assert paired_ratios([3], [2]) == (1.5, 1.5, 1.5)

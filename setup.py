@@ -35,5 +35,7 @@ setup(
         # fairseq-train --tensorboard-logdir (fairseq writes through torch.utils.tensorboard,
         # which needs tensorboard; tensorboardX silences fairseq's "Please install tensorboardX")
         "tensorboard": ["tensorboard==2.21.0", "tensorboardX==2.6.5"],
+        # the analyses of docs/analysis.md (figures also need "plot")
+        "analysis": ["sentencex==1.0.32"],
     },
 )

@@ -18,7 +18,7 @@ fi
 echo "Setting up .venv (pinned versions from constraints.txt; pip's log: .venv/pip.log) ..."
 "$PYTHON" -m venv .venv
 if ! { .venv/bin/python -m pip install --upgrade pip &&
-       .venv/bin/python -m pip install -c constraints.txt -e ".[test,plot,hf,tensorboard]"; } > .venv/pip.log 2>&1
+       .venv/bin/python -m pip install -c constraints.txt -e ".[test,plot,hf,tensorboard,analysis]"; } > .venv/pip.log 2>&1
 then
   tail -n 30 .venv/pip.log >&2
   echo "pip install failed; the whole log is in .venv/pip.log" >&2

@@ -1,9 +1,8 @@
 """taco-fairseq: TACO pre-training for fairseq.
 
 Importing the package (or passing ``--user-dir taco_fairseq``) registers the ``taco_masked_lm``
-task, the ``taco`` criterion, the ``sentence_prediction_summable`` criterion (GLUE) and the
-``roberta_{tiny,mini,small,medium}`` architectures, and lets fairseq checkpoints load under
-``torch.load(weights_only=True)``.
+task, the ``taco``, ``mlm`` and ``sentence_prediction_summable`` (GLUE) criterions and the
+``roberta_{tiny,mini,small,medium}`` architectures, and lets fairseq checkpoints load under ``torch.load(weights_only=True)``.
 """
 
 import warnings
@@ -16,7 +15,7 @@ warnings.filterwarnings(
 )
 
 from . import checkpoint_compat  # noqa: E402,F401  (allow-lists the globals of fairseq checkpoints)
-from .criterions import sentence_prediction_summable, taco  # noqa: E402,F401
+from .criterions import mlm, sentence_prediction_summable, taco  # noqa: E402,F401
 from .models import roberta_sizes  # noqa: E402,F401
 from .tasks import taco_masked_lm  # noqa: E402,F401
 

@@ -12,8 +12,13 @@ from conftest import first_batch, fairseq_setup
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
 
 
-def test_zero_weight_gives_masked_lm_loss_and_gradients(tiny_databin):
-    _, task, model, taco = fairseq_setup(tiny_databin, "--tc-weight", "0")
+@pytest.mark.parametrize(
+    "options",
+    [("--tc-weight", "0"), ("--task", "masked_lm", "--criterion", "mlm")],
+    ids=["taco-zero-weight", "mlm-masked-positions"],
+)
+def test_gives_masked_lm_loss_and_gradients(tiny_databin, options):
+    _, task, model, taco = fairseq_setup(tiny_databin, *options)
     masked_lm = MaskedLmLoss(MaskedLmConfig(tpu=False), task)
     batch = first_batch(task)
     model.train()  # dropout on: the same seed must give the same masks in both

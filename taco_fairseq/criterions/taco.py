@@ -8,11 +8,12 @@ import torch
 from torch import Tensor
 from fairseq import modules, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 from fairseq.logging import metrics
 from fairseq.logging.meters import safe_round
 from omegaconf import II
 
+from ..analysis.context_logging import ContextSimilarityConfig, ContextSimilarityLogger
 from ..contrastive import global_bias, info_nce
 from ..distributed_negatives import complete_negatives
 
@@ -28,6 +29,7 @@ class TacoLosses(NamedTuple):
         tc_correct: anchors whose positive outscores all negatives.
         num_anchors: anchors of the batch.
         sample_size: masked tokens of the batch.
+        context_similarity: the online diagnostics' logging outputs (``{}`` when off).
     """
 
     mlm_loss: Tensor
@@ -35,10 +37,11 @@ class TacoLosses(NamedTuple):
     tc_correct: Union[Tensor, int]
     num_anchors: int
     sample_size: Tensor
+    context_similarity: dict
 
 
 @dataclass
-class TacoConfig(FairseqDataclass):
+class TacoConfig(ContextSimilarityConfig):
     tc_weight: float = field(
         default=1.0, metadata={"help": "λ, the weight of the TC loss (0 gives masked_lm)"}
     )
@@ -119,8 +122,10 @@ class TacoLoss(FairseqCriterion):
     Logged (all summable across workers): ``loss`` = mlm_loss + λ · tc_loss (bits),
     ``mlm_loss`` (bits per masked token), ``ppl`` (of mlm_loss), ``tc_loss`` (bits per anchor),
     ``tc_accuracy`` (share of anchors whose positive outscores all K negatives),
-    ``tc_anchors`` (anchors per update) and ``tc_skipped`` (batches per update without
-    negatives, whose TC loss is skipped).
+    ``tc_anchors`` (anchors per update), ``tc_skipped`` (batches per update without
+    negatives, whose TC loss is skipped) and, unless ``--no-context-similarity``,
+    ``intra_context_cos``, ``inter_context_cos`` and ``contextual_score``
+    (:mod:`taco_fairseq.analysis.context_logging`).
     """
 
     def __init__(self, cfg: TacoConfig, task):
@@ -132,6 +137,7 @@ class TacoLoss(FairseqCriterion):
         self.tc_embedding = cfg.tc_embedding
         self.tc_detach_keys = cfg.tc_detach_keys
         self.tpu = cfg.tpu
+        self.context_similarity = ContextSimilarityLogger(cfg, task.source_dictionary)
 
     def forward(self, model, sample, reduce=True):
         """Compute the loss of ``sample``.
@@ -163,6 +169,7 @@ class TacoLoss(FairseqCriterion):
             "ntokens": sample["ntokens"],
             "nsentences": sample["nsentences"],
             "sample_size": losses.sample_size,
+            **losses.context_similarity,
         }
         return loss, losses.sample_size, logging_output
 
@@ -193,6 +200,7 @@ class TacoLoss(FairseqCriterion):
         logits, extra = model(
             **sample["net_input"], masked_tokens=masked_tokens, return_all_hiddens=True
         )
+        context = self.context_similarity.logging_output(model, sample, extra["inner_states"])
         targets = model.get_targets(sample, [logits])
         if masked_tokens is not None:
             targets = targets[masked_tokens]
@@ -208,7 +216,7 @@ class TacoLoss(FairseqCriterion):
         cross_worker = "negative_uniform" in taco
         zero = mlm_loss.new_zeros((), dtype=torch.float32)
         if len(taco["anchor"]) == 0 and not cross_worker:
-            return TacoLosses(mlm_loss, zero, 0, 0, sample_size)
+            return TacoLosses(mlm_loss, zero, 0, 0, sample_size, context)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.tc_weight > 0):
             # [batch, seq_len, hidden], a transposed view info_nce reads without a copy
             vectors = self._global_bias(model, sample, extra["inner_states"])
@@ -221,11 +229,13 @@ class TacoLoss(FairseqCriterion):
             else:
                 negative = taco["negative"]
             if len(anchor) == 0:
-                return TacoLosses(mlm_loss, zero, 0, 0, sample_size)
+                return TacoLosses(mlm_loss, zero, 0, 0, sample_size, context)
             tc = info_nce(
                 vectors, anchor, positive, negative, self.tc_temperature, self.tc_detach_keys
             )
-        return TacoLosses(mlm_loss, tc.loss.sum(), tc.correct.sum(), len(anchor), sample_size)
+        return TacoLosses(
+            mlm_loss, tc.loss.sum(), tc.correct.sum(), len(anchor), sample_size, context
+        )
 
     def _global_bias(self, model, sample, inner_states):
         """g = h − e for every position: ``[batch, seq_len, hidden]`` float32."""
@@ -267,6 +277,7 @@ class TacoLoss(FairseqCriterion):
         )
         metrics.log_scalar("tc_anchors", anchors, round=0)
         metrics.log_scalar("tc_skipped", total("tc_skipped"), round=2)
+        ContextSimilarityLogger.reduce_metrics(logging_outputs)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -23,12 +23,13 @@ from ..checkpoint_checks import (
 )
 from ..data.contrastive_sampling_dataset import TC_POSITIONS, ContrastiveSamplingDataset
 from ..data.update_totals import UpdateTotalsEpochIterator
+from ..models.token_embeddings import TokenEmbeddingConfig, setup_token_embeddings
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class TacoMaskedLMConfig(MaskedLMConfig):
+class TacoMaskedLMConfig(MaskedLMConfig, TokenEmbeddingConfig):
     tc_window: int = field(
         default=5,
         metadata={
@@ -199,9 +200,11 @@ class TacoMaskedLMTask(MaskedLMTask):
         )
 
     def build_model(self, cfg, from_checkpoint=False):
-        """Build the model; for training (not ``from_checkpoint``), also check the set-up
-        (:func:`validate_training_setup`) and that the checkpoint fairseq-train will load
-        fits the model and dictionary.
+        """Build the model with ``--init-token-embeddings-from`` and
+        ``--freeze-token-embeddings`` applied (:mod:`taco_fairseq.models.token_embeddings`); for
+        training (not ``from_checkpoint``), also check the set-up
+        (:func:`validate_training_setup`) and that the checkpoint fairseq-train will load fits
+        the model and dictionary.
 
         Raises:
             ValueError: from :func:`validate_training_setup`, or for a checkpoint of another
@@ -210,6 +213,7 @@ class TacoMaskedLMTask(MaskedLMTask):
             FileNotFoundError: for a ``--restore-file`` that does not exist.
         """
         model = super().build_model(cfg, from_checkpoint)
+        setup_token_embeddings(model, self.cfg, from_checkpoint)
         if not from_checkpoint:
             validate_training_setup(self.cfg, cfg, model)
             path = checkpoint_to_load(self.cfg)

@@ -1,0 +1,136 @@
+"""Command-line options shared by ``scripts/contextual_score.py``,
+``scripts/embedding_similarity.py`` and ``scripts/learning_dynamics.py``, and the analyses they
+run from parsed options."""
+
+import argparse
+import logging
+from pathlib import Path
+
+from .checkpoints import default_device, iter_run_checkpoints
+from .contextual_score import score_checkpoints
+from .sentences import SENTENCE_MODES, sample_sentences
+from .wordsim import (
+    EmbeddingSimilarity,
+    distinct_pairs,
+    embedding_similarity,
+    load_wordsim353,
+    read_pair_list,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Pairs measured when none of --pairs/--top/--sample is given: the paper's 20 sampled pairs.
+DEFAULT_SAMPLE = 20
+
+
+def run_command(parser: argparse.ArgumentParser, analysis, argv=None):
+    """Parse ``argv``, set up logging and return ``analysis(args)``; a missing file or bad
+    input (``FileNotFoundError``, ``ValueError``) exits with the usage and the message."""
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="%(levelname)s | %(message)s", level=logging.INFO, force=True)
+    try:
+        return args, analysis(args)
+    except (FileNotFoundError, ValueError) as e:
+        parser.error(str(e))
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Positional runs, ``--data-bin``, ``--device``."""
+    parser.add_argument(
+        "runs", nargs="+", type=Path, metavar="RUN",
+        help="a fairseq --save-dir, its parent (RUN/checkpoints) or a checkpoint file; every "
+        "checkpoint*.pt is measured, one per update count",
+    )
+    parser.add_argument(
+        "--data-bin", type=Path,
+        help="the data-bin the runs were trained on (dict.txt, sentencepiece.bpe.model); "
+        "default: the one in each checkpoint's config",
+    )
+    parser.add_argument("--device", default=default_device(), help="default: %(default)s")
+
+
+def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    """The text and sampling options of the contextual score."""
+    group = parser.add_argument_group("contextual score")
+    group.add_argument(
+        "--corpus", nargs="+", type=Path, required=True, metavar="FILE",
+        help="raw text (plain, .xz, .gz; WikiExtractor and Gutenberg files are cleaned), "
+        "ideally not seen in pre-training",
+    )
+    group.add_argument(
+        "--sentences", type=positive_int, default=2000,
+        help="sentences sampled from the corpus (default: %(default)s)",
+    )
+    group.add_argument(
+        "--sentence-mode", choices=SENTENCE_MODES, default="split",
+        help="split: documents cut into sentences by sentencex (lines are paragraphs or "
+        "wrapped text); line: one sentence per line (default: %(default)s)",
+    )
+    group.add_argument("--language", default="en", help="sentencex language (default: en)")
+    group.add_argument(
+        "--max-lines", type=positive_int, help="read at most N non-empty lines per file"
+    )
+    group.add_argument(
+        "--batch-size", type=int, default=64,
+        help="sentences per forward pass; inter-context partners come from the other "
+        "sentences of the batch (default: %(default)s)",
+    )
+    group.add_argument("--seed", type=int, default=1, help="sentence sample and pairs")
+
+
+def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
+    """The WordSim353 file and the pair selection of the embedding similarity."""
+    group = parser.add_argument_group("embedding similarity")
+    group.add_argument(
+        "--wordsim", type=Path, required=True,
+        help="WordSim353 file (word1<TAB>word2<TAB>score, a header line), e.g. "
+        "../shared/data/wordsim353/combined.tsv",
+    )
+    choice = group.add_mutually_exclusive_group()
+    choice.add_argument("--pairs", type=Path, help="a file of 'word1 word2' lines to measure")
+    choice.add_argument("--top", type=positive_int, help="the N pairs of highest human score")
+    choice.add_argument(
+        "--sample", type=positive_int,
+        help=f"a seeded sample of N pairs (the default, N={DEFAULT_SAMPLE}, as the paper)",
+    )
+    choice.add_argument("--all-pairs", action="store_true", help="every pair of the file")
+    group.add_argument("--pair-seed", type=int, default=1, help="seed of --sample (default 1)")
+
+
+def run_contextual_score(args):
+    """:func:`~.contextual_score.score_checkpoints` of every checkpoint of ``args.runs`` on
+    sentences sampled from ``args.corpus``."""
+    sentences = sample_sentences(
+        args.corpus, args.sentences, args.seed, args.sentence_mode, args.language,
+        args.max_lines,
+    )
+    logger.info("contextual score on %d sentences of %s", len(sentences),
+                " ".join(map(str, args.corpus)))
+    checkpoints = iter_run_checkpoints(args.runs, args.data_bin, args.device)
+    return score_checkpoints(checkpoints, sentences, args.batch_size, args.seed, progress=True)
+
+
+def run_embedding_similarity(args) -> EmbeddingSimilarity:
+    """:func:`~.wordsim.embedding_similarity` of every checkpoint of ``args.runs``; logs the
+    skipped pairs."""
+    rated = load_wordsim353(args.wordsim)
+    if args.pairs:
+        pairs, top, sample = read_pair_list(args.pairs, distinct_pairs(rated)), None, None
+    else:
+        pairs, top = distinct_pairs(rated), args.top
+        sample = None if args.top or args.all_pairs else args.sample or DEFAULT_SAMPLE
+    checkpoints = iter_run_checkpoints(args.runs, args.data_bin, args.device)
+    result = embedding_similarity(checkpoints, pairs, top, sample, args.pair_seed)
+    for pair in result.skipped:
+        logger.warning("skipped %s / %s: a word has <unk> pieces", pair.word1, pair.word2)
+    logger.info("%d pairs measured, %d skipped for unknown words",
+                result.summary[0]["pairs"], len(result.skipped))
+    return result

@@ -1,0 +1,182 @@
+"""The paper's ablations: MLM+TP, concentrated TACO, untied and frozen embeddings. Each trains
+a few updates on real text; the recipes compose."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from fairseq import checkpoint_utils, modules
+
+from conftest import REPO, USER_DIR, fairseq_setup, first_batch, run_fairseq, train_args
+from taco_fairseq.models.token_embeddings import TOKEN_EMBEDDING_KEY
+from taco_fairseq.training_log import parse_json_log
+
+MLM = ("--task", "masked_lm", "--criterion", "mlm")
+NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
+RECIPES = REPO / "examples" / "taco" / "config" / "pretraining"
+
+
+def _train(databin, save_dir, *extra):
+    """A 4-update run with checkpoints at 2 and 4 updates, without validation; returns its
+    json records."""
+    out = run_fairseq("fairseq-train", *train_args(
+        databin, save_dir, "--max-update", "4", "--save-interval-updates", "2",
+        "--log-interval", "2", "--disable-validation", *extra))
+    records = parse_json_log(out.stdout.splitlines())
+    train = [r for r in records if r["kind"] == "train_inner"]
+    assert [r["num_updates"] for r in train] == [2, 4]
+    assert all(math.isfinite(r["loss"]) for r in train)
+    return records
+
+
+def _state(save_dir, updates):
+    path = next(Path(save_dir).glob(f"checkpoint_*_{updates}.pt"))
+    return checkpoint_utils.load_checkpoint_to_cpu(str(path))["model"]
+
+
+def test_mlm_tp_predicts_the_original_token_at_every_position(tiny_databin):
+    _, task, model, criterion = fairseq_setup(tiny_databin, *MLM, "--mlm-positions", "all",
+                                              *NO_DROPOUT)
+    _, unmasked_task, _, _ = fairseq_setup(tiny_databin, *MLM, "--skip-masking")
+    batch, original = first_batch(task), first_batch(unmasked_task)
+    pad = task.dictionary.pad()
+    tokens = batch["net_input"]["src_tokens"]
+    assert torch.equal(batch["id"], original["id"])
+    original = original["net_input"]["src_tokens"]
+    masked = batch["target"].ne(pad)
+    assert masked.any() and not torch.equal(tokens, original)
+    assert torch.equal(torch.where(masked, batch["target"], tokens), original)
+
+    model.eval()
+    loss, size, log = criterion(model, batch)
+    logits = model(tokens)[0]  # every position
+    token_loss = modules.cross_entropy(
+        logits.flatten(0, 1), original.flatten(), reduction="none", ignore_index=pad
+    ).view_as(original)
+    predicted = original.ne(pad)
+    assert int(size) == int(predicted.sum())
+    torch.testing.assert_close(loss, token_loss.sum(), rtol=1e-5, atol=0)
+    torch.testing.assert_close(log["mlm_loss"], token_loss[masked].sum(), rtol=1e-5, atol=0)
+    torch.testing.assert_close(log["tp_loss"], token_loss[predicted & ~masked].sum(),
+                               rtol=1e-5, atol=0)
+
+
+def test_concentrated_taco_trains(tiny_databin, tmp_path):
+    records = _train(tiny_databin, tmp_path, "--tc-positions", "masked")
+    train = [r for r in records if r["kind"] == "train_inner"]
+    # anchors are the ~15% masked tokens of 8 x 64-token sequences
+    assert all(0 < r["tc_anchors"] < 0.25 * 8 * 64 for r in train)
+
+
+def test_untied_token_embedding_is_the_input_embedding(tiny_databin):
+    _, task, model, criterion = fairseq_setup(
+        tiny_databin, "--untie-weights-roberta", "--tc-embedding", "token"
+    )
+    model.eval()
+    batch = first_batch(task)
+    tokens = batch["net_input"]["src_tokens"]
+    features, extra = model(tokens, features_only=True, return_all_hiddens=True)
+    encoder = model.encoder
+    g = criterion._global_bias(model, batch, extra["inner_states"])
+    input_embedding = encoder.sentence_encoder.embed_tokens.weight[tokens]
+    torch.testing.assert_close(g, features - input_embedding, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(g, features - encoder.lm_head.weight[tokens], atol=1e-3)
+
+
+def test_untied_taco_trains(tiny_databin, tmp_path):
+    _train(tiny_databin, tmp_path, "--untie-weights-roberta", "--tc-embedding", "token")
+    state = _state(tmp_path, 4)
+    assert not torch.equal(state[TOKEN_EMBEDDING_KEY], state["encoder.lm_head.weight"])
+
+
+def test_frozen_embeddings_from_a_checkpoint_stay_bit_exact(
+    tiny_databin, trained_checkpoint, tmp_path
+):
+    source = trained_checkpoint / "checkpoint_last.pt"
+    source_embedding = checkpoint_utils.load_checkpoint_to_cpu(str(source))["model"][
+        TOKEN_EMBEDDING_KEY]
+    _train(tiny_databin, tmp_path, "--freeze-token-embeddings",
+           "--init-token-embeddings-from", source)
+    early, late = _state(tmp_path, 2), _state(tmp_path, 4)
+    for state in (early, late):
+        assert torch.equal(state[TOKEN_EMBEDDING_KEY], source_embedding)
+        assert torch.equal(state["encoder.lm_head.weight"], source_embedding)  # tied
+    trained = [k for k in late if k != TOKEN_EMBEDDING_KEY and k != "encoder.lm_head.weight"]
+    changed = [k for k in trained if not torch.equal(early[k], late[k])]
+    assert "encoder.sentence_encoder.layers.0.self_attn.k_proj.weight" in changed
+    assert "encoder.lm_head.bias" in changed
+    assert len(changed) > 0.9 * len(trained)
+
+
+def test_frozen_random_embeddings_with_mlm(tiny_databin, tmp_path):
+    """The frozen-embedding recipe's combination: the taco_masked_lm task's options, the mlm
+    criterion. The random initial matrix is never updated."""
+    _train(tiny_databin, tmp_path, "--criterion", "mlm", "--freeze-token-embeddings")
+    early, late = _state(tmp_path, 2), _state(tmp_path, 4)
+    assert torch.equal(early[TOKEN_EMBEDDING_KEY], late[TOKEN_EMBEDDING_KEY])
+    assert not torch.equal(early["encoder.sentence_encoder.embed_positions.weight"],
+                           late["encoder.sentence_encoder.embed_positions.weight"])
+
+
+def test_freeze_options_without_freezing_train_the_copied_matrix(
+    tiny_databin, trained_checkpoint
+):
+    source = trained_checkpoint / "checkpoint_last.pt"
+    _, _, model, _ = fairseq_setup(tiny_databin, "--init-token-embeddings-from", str(source))
+    weight = model.encoder.sentence_encoder.embed_tokens.weight
+    expected = checkpoint_utils.load_checkpoint_to_cpu(str(source))["model"][TOKEN_EMBEDDING_KEY]
+    assert weight.requires_grad and torch.equal(weight.detach(), expected)
+
+
+def test_bad_embedding_source_fails_naming_the_option(tiny_databin, tmp_path, trained_checkpoint):
+    with pytest.raises(FileNotFoundError, match="--init-token-embeddings-from"):
+        fairseq_setup(tiny_databin, "--init-token-embeddings-from", str(tmp_path / "no.pt"))
+    with pytest.raises(ValueError, match="--init-token-embeddings-from.*same dict.txt"):
+        fairseq_setup(tiny_databin, "--arch", "roberta_mini", "--init-token-embeddings-from",
+                      str(trained_checkpoint / "checkpoint_last.pt"))
+
+
+def test_mlm_tp_recipe_trains_with_hydra(tiny_databin, tmp_path):
+    out = run_fairseq(
+        "fairseq-hydra-train", "--config-dir", RECIPES, "--config-name", "mlm_tp_small",
+        f"task.data={tiny_databin}", f"common.user_dir={USER_DIR}", "common.cpu=true",
+        "common.fp16=false", "common.log_interval=1", "model._name=roberta_tiny",
+        "model.max_positions=64", "task.tokens_per_sample=64", "dataset.batch_size=4",
+        "optimization.update_freq=[1]", "optimization.max_update=2",
+        "lr_scheduler.warmup_updates=1", "dataset.num_workers=0", "checkpoint.no_save=true",
+        "dataset.max_valid_steps=2", f"hydra.run.dir={tmp_path}",
+    )
+    records = parse_json_log(out.stdout.splitlines())
+    train = [r for r in records if r["kind"] == "train_inner"]
+    assert [r["num_updates"] for r in train] == [1, 2]
+    assert all(r["tp_loss"] > 0 and r["mlm_loss"] > 0 for r in train)
+    assert all(-1 <= r["intra_context_cos"] <= 1 for r in train)  # online diagnostics
+    valid = [r for r in records if r["kind"] == "valid"]
+    assert valid and math.isfinite(valid[0]["valid_contextual_score"])
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("mlm_tp_small", {"criterion._name": "mlm", "criterion.mlm_positions": "all"}),
+    ("taco_concentrated_small", {"criterion._name": "taco", "task.tc_positions": "masked"}),
+    ("taco_untied_small", {"criterion._name": "taco", "model.untie_weights_roberta": True}),
+    ("mlm_untied_small", {"criterion._name": "masked_lm", "model.untie_weights_roberta": True}),
+    ("mlm_frozen_embeddings_small", {"criterion._name": "mlm", "task._name": "taco_masked_lm",
+                                     "task.freeze_token_embeddings": True}),
+    ("taco_frozen_embeddings_small", {"criterion._name": "taco",
+                                      "task.freeze_token_embeddings": True}),
+])
+def test_recipes_compose(name, expected):
+    from fairseq.dataclass.initialize import add_defaults, hydra_init
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    hydra_init()
+    # version_base 1.1, as fairseq's own hydra calls: a later one is global and would make
+    # fairseq's hydra.experimental.initialize raise in the tests that follow
+    with initialize_config_dir(config_dir=str(RECIPES), version_base="1.1"):
+        cfg = compose(config_name=name, overrides=["task.data=/data", "++common.user_dir=/u"])
+    add_defaults(cfg)
+    for key, value in expected.items():
+        assert OmegaConf.select(cfg, key) == value, key
+    assert cfg.model._name == "roberta_small" and cfg.optimization.max_update == 250000

@@ -13,9 +13,9 @@ from taco_fairseq import hub
 
 
 def _documented_example() -> str:
-    text = (REPO / "docs" / "huggingface.md").read_text(encoding="utf-8")
+    text = (REPO / "README.md").read_text(encoding="utf-8")
     match = re.search(r"<!-- hub-example.*?-->\s*```python\n(.*?)```", text, re.S)
-    assert match, "docs/huggingface.md lost its hub example"
+    assert match, "README.md lost its hub example"
     return match.group(1)
 
 
@@ -26,7 +26,7 @@ def test_documented_example_runs_as_written(trained_checkpoint, tiny_databin, tm
     (run / "checkpoints").symlink_to(trained_checkpoint)
     (run / "data-bin").symlink_to(tiny_databin)
     monkeypatch.chdir(tmp_path)
-    exec(compile(_documented_example(), "docs/huggingface.md", "exec"), {})
+    exec(compile(_documented_example(), "README.md", "exec"), {})
     shape_line, *fills = capsys.readouterr().out.strip().splitlines()
     tokens = ast.literal_eval(shape_line.split("]")[0] + "]")
     assert tokens[0] == 0 and tokens[-1] == 2

@@ -6,12 +6,16 @@ and 6 and appendix Table 9).
 """
 
 import csv
+import logging
 import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Sequence, Union
 
-import matplotlib
+# fairseq's wav2vec2_classification module sets the root logger to DEBUG when fairseq is
+# imported; keep matplotlib's start-up messages out of the commands' output.
+logging.getLogger("matplotlib").setLevel(logging.WARNING)
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)

@@ -7,7 +7,9 @@
 #   bash scripts/quickstart.sh my_text.txt ... # your own text files (plain, .xz or .gz)
 #
 # Environment: RUN (output directory, default runs/quickstart), UPDATES (default 400),
-# MAX_LINES (lines read per input file, default 20000).
+# MAX_LINES (lines read per input file, default 20000). Started again, it continues an
+# interrupted run (from its checkpoint_last.pt, with the data prepared before) and leaves a
+# finished one alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${RUN:-runs/quickstart}
@@ -25,23 +27,33 @@ fi
 bash scripts/setup_env.sh
 mkdir -p "$RUN"
 
-echo "== 1/3 Preparing ${TEXT[*]} -> $RUN/data-bin"
-.venv/bin/python scripts/prepare_pretraining_data.py --train "${TEXT[@]}" --valid-docs 10 \
-  --max-lines "$MAX_LINES" --vocab-size 8000 --workers 2 --destdir "$RUN/data-bin" --force
+if grep -qs "done training" "$RUN/train.log"; then
+  echo "== 1-2/3 $RUN holds a finished run: not training again (remove $RUN, or set RUN=...," \
+       "to train anew)"
+else
+  if [ -f "$RUN/data-bin/prep_info.json" ]; then
+    echo "== 1/3 Using the data prepared before in $RUN/data-bin"
+  else
+    echo "== 1/3 Preparing ${TEXT[*]} -> $RUN/data-bin"
+    .venv/bin/python scripts/prepare_pretraining_data.py --train "${TEXT[@]}" --valid-docs 10 \
+      --max-lines "$MAX_LINES" --vocab-size 8000 --workers 2 --destdir "$RUN/data-bin" --force
+  fi
 
-echo "== 2/3 Pre-training roberta_mini with TACO for $UPDATES updates (log: $RUN/train.log)"
-.venv/bin/fairseq-train "$RUN/data-bin" \
-  --user-dir taco_fairseq --task taco_masked_lm --criterion taco --arch roberta_mini \
-  --tokens-per-sample 128 --batch-size 16 \
-  --tc-window 5 --tc-negatives 50 --tc-temperature 0.07 --tc-weight 1.0 \
-  --optimizer adam --adam-betas '(0.9,0.98)' --weight-decay 0.01 --clip-norm 1.0 \
-  --lr 1e-3 --lr-scheduler polynomial_decay --warmup-updates 50 \
-  --total-num-update "$UPDATES" --max-update "$UPDATES" \
-  --save-dir "$RUN/checkpoints" --save-interval-updates 100 --no-epoch-checkpoints \
-  --validate-interval-updates 100 --max-valid-steps 20 --skip-invalid-size-inputs-valid-test \
-  --log-format json --log-interval 25 --cpu --num-workers 1 --seed 1 \
-  2>&1 | tee "$RUN/train.log" | grep --line-buffered -E '"num_updates"|Saved checkpoint' \
-  | awk '{ print substr($0, 1, 160); fflush() }'
+  echo "== 2/3 Pre-training roberta_mini with TACO for $UPDATES updates (log: $RUN/train.log)"
+  # an interrupted run continues from checkpoints/checkpoint_last.pt; its log is appended to
+  .venv/bin/fairseq-train "$RUN/data-bin" \
+    --user-dir taco_fairseq --task taco_masked_lm --criterion taco --arch roberta_mini \
+    --tokens-per-sample 128 --batch-size 16 \
+    --tc-window 5 --tc-negatives 50 --tc-temperature 0.07 --tc-weight 1.0 \
+    --optimizer adam --adam-betas '(0.9,0.98)' --weight-decay 0.01 --clip-norm 1.0 \
+    --lr 1e-3 --lr-scheduler polynomial_decay --warmup-updates 50 \
+    --total-num-update "$UPDATES" --max-update "$UPDATES" \
+    --save-dir "$RUN/checkpoints" --save-interval-updates 100 --no-epoch-checkpoints \
+    --validate-interval-updates 100 --max-valid-steps 20 --skip-invalid-size-inputs-valid-test \
+    --log-format json --log-interval 25 --cpu --num-workers 1 --seed 1 \
+    2>&1 | tee -a "$RUN/train.log" | grep --line-buffered -E '"num_updates"|Saved checkpoint' \
+    | cut -c1-160
+fi
 
 echo "== 3/3 Metrics over updates (bits; tc_accuracy: share of anchors whose positive wins)"
 .venv/bin/python scripts/summarize_training_log.py "$RUN/train.log" \

@@ -28,7 +28,10 @@ def main(argv=None):
     with args.log.open(encoding="utf-8") as lines:
         records = parse_json_log(lines)
     if not any(r["kind"] == args.kind for r in records):
-        parser.error(f"{args.log} has no {args.kind} json records (train with --log-format json)")
+        parser.error(
+            f"{args.log} has no {args.kind} json records: the run logged no updates (e.g. it "
+            "had already reached --max-update) or it was not trained with --log-format json"
+        )
     print(format_table(records, args.metrics, args.kind))
 
 

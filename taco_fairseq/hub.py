@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 import torch
-from fairseq import checkpoint_utils
+from fairseq import checkpoint_utils, utils
 from fairseq.models.roberta import RobertaHubInterface
 
 PathLike = Union[str, Path]
@@ -69,11 +69,65 @@ def recorded_data_dir(checkpoint: PathLike) -> str:
     return task["data"] if isinstance(task, dict) else task.data
 
 
+class TacoHubInterface(RobertaHubInterface):
+    """fairseq's ``RobertaHubInterface`` with a :meth:`fill_mask` that returns the ``topk``
+    best fillings with their own probabilities.
+
+    fairseq's ``fill_mask`` turns the top-k token ids into one string with
+    ``Dictionary.string``, which drops ``</s>``; the remaining fillings are then paired with the
+    probabilities of the wrong ranks and fewer than ``topk`` come back.
+    """
+
+    MASK = "<mask>"
+
+    def fill_mask(self, masked_input: str, topk: int = 5):
+        """The ``topk`` most probable tokens at the one ``<mask>`` of ``masked_input``.
+
+        Args:
+            masked_input: raw text with exactly one ``<mask>``.
+            topk: how many fillings, 1 .. vocabulary size.
+
+        Returns:
+            ``topk`` tuples ``(filled text, probability, token text)``, most probable first;
+            special symbols (``</s>``, ...) come back as their symbol.
+
+        Raises:
+            ValueError: if the text does not hold exactly one ``<mask>`` or ``topk`` is out of
+                range.
+        """
+        if masked_input.count(self.MASK) != 1:
+            raise ValueError(
+                f"fill_mask needs exactly one {self.MASK} in the text, got "
+                f"{masked_input.count(self.MASK)}: {masked_input!r}"
+            )
+        dictionary = self.task.source_dictionary
+        if not 1 <= topk <= len(dictionary):
+            raise ValueError(f"topk must be in 1..{len(dictionary)}, got {topk}")
+        spans = [self.bpe.encode(span.rstrip()) for span in masked_input.split(self.MASK)]
+        line = "<s> " + f" {self.MASK} ".join(spans).strip() + " </s>"
+        tokens = dictionary.encode_line(line, append_eos=False, add_if_not_exist=False).long()
+        with utils.model_eval(self.model), torch.no_grad():
+            logits, _ = self.model(tokens.unsqueeze(0).to(self.device))
+        probabilities = logits[0, tokens.eq(self.task.mask_idx).to(self.device)][0].softmax(-1)
+        values, indices = probabilities.topk(topk)
+        # the mask and the space before it become the filling (SentencePiece marks a word
+        # start with U+2581), as fairseq's fill_mask does
+        target = f" {self.MASK}" if f" {self.MASK}" in masked_input else self.MASK
+        fillings = []
+        for probability, index in zip(values.tolist(), indices.tolist()):
+            piece = dictionary[index]
+            text = self.bpe.decode(piece)
+            if piece.startswith("\u2581"):
+                text = " " + text
+            fillings.append((masked_input.replace(target, text), probability, text))
+        return fillings
+
+
 def from_pretrained(
     checkpoint: PathLike,
     data_dir: Optional[PathLike] = None,
     sentencepiece_model: Optional[PathLike] = None,
-) -> RobertaHubInterface:
+) -> TacoHubInterface:
     """Load a fairseq RoBERTa checkpoint (``taco_masked_lm``, ``masked_lm`` or a fine-tuned
     ``sentence_prediction`` one) with the SentencePiece BPE, in eval mode, on the CPU.
 
@@ -86,7 +140,7 @@ def from_pretrained(
             directory has none: pass the pre-training data-bin's).
 
     Returns:
-        fairseq's ``RobertaHubInterface``: ``encode(text, *more_texts)`` -> ``[tokens]``,
+        a :class:`TacoHubInterface` (fairseq's ``RobertaHubInterface``): ``encode(text, *more_texts)`` -> ``[tokens]``,
         ``extract_features(tokens, return_all_hiddens=False)`` -> ``[batch, tokens, hidden]``
         (a list of ``layers + 1`` such tensors with ``return_all_hiddens``), ``fill_mask(text,
         topk)`` on text with one ``<mask>``, ``predict(head, tokens)`` for classification heads.
@@ -134,4 +188,4 @@ def from_pretrained(
             f"{checkpoint} does not fit the dictionary of {data_dir} (other vocabulary size); "
             "pass data_dir= with the data-bin the model was trained on"
         ) from e
-    return RobertaHubInterface(cfg, task, models[0]).eval()
+    return TacoHubInterface(cfg, task, models[0]).eval()

@@ -45,11 +45,14 @@ def _number(value):
 def format_table(records: Sequence[Dict], columns: Sequence[str], kind: str = "train_inner") -> str:
     """A plain-text table of ``columns`` (``num_updates`` first) for the records of ``kind``.
 
-    Missing values print as ``-``.
+    The update count is ``num_updates`` of ``train_inner`` records and ``valid_num_updates`` /
+    ``train_num_updates`` of ``valid`` / ``train`` records (fairseq prefixes them). Missing
+    values print as ``-``.
     """
     rows = [r for r in records if r["kind"] == kind]
     header = ["num_updates", *columns]
-    body = [[_cell(r.get(c)) for c in header] for r in rows]
+    body = [[_cell(r.get(f"{kind}_num_updates", r.get("num_updates")))]
+            + [_cell(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h)
               for i, h in enumerate(header)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]

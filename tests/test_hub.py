@@ -52,6 +52,33 @@ def test_loads_with_sentencepiece_in_eval_mode(trained_checkpoint, tiny_databin)
     assert torch.equal(layers[-1], first)
 
 
+def test_fill_mask_returns_topk_fillings_with_their_own_probabilities(trained_checkpoint, tiny_databin):
+    """Every token, special symbols included (fairseq's own fill_mask drops </s> and shifts the
+    probabilities), in the order and with the probabilities of the model's softmax."""
+    roberta = hub.from_pretrained(trained_checkpoint / "checkpoint_last.pt", data_dir=tiny_databin)
+    dictionary = roberta.task.source_dictionary
+    text = "The cat sat on the <mask>."
+    fillings = roberta.fill_mask(text, topk=len(dictionary))
+    assert len(fillings) == len(dictionary)
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_databin / "sentencepiece.bpe.model"))
+    before, after = text.split("<mask>")  # encoded apart, as fairseq's fill_mask does
+    tokens = torch.tensor([0, *sp.encode(before.rstrip()), roberta.task.mask_idx,
+                           *sp.encode(after), 2])  # fairseq id == piece id
+    with torch.no_grad():
+        logits, _ = roberta.model(tokens.unsqueeze(0))
+    expected = logits[0, tokens.eq(roberta.task.mask_idx)][0].softmax(-1).sort(descending=True)
+    probabilities = torch.tensor([p for _, p, _ in fillings])
+    torch.testing.assert_close(probabilities, expected.values)
+    by_text = {filled_token: p for _, p, filled_token in fillings}
+    assert by_text["</s>"] == pytest.approx(expected.values[expected.indices == 2].item())
+    best_text, best_probability, best_token = roberta.fill_mask(text, topk=1)[0]
+    assert best_text == text.replace(" <mask>", best_token) and best_probability == fillings[0][1]
+    with pytest.raises(ValueError, match="exactly one <mask>"):
+        roberta.fill_mask("no mask here")
+    with pytest.raises(ValueError, match="topk must be in"):
+        roberta.fill_mask(text, topk=0)
+
+
 def test_errors_name_what_to_pass(trained_checkpoint, tiny_databin, tmp_path, monkeypatch):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="holds none of checkpoint_best.pt"):

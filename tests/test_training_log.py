@@ -6,7 +6,7 @@ LOG = """\
 2026-11-29 22:10:44 | INFO | fairseq_cli.train | task: TacoMaskedLMTask
 2026-11-29 22:10:45 | INFO | train_inner | {"epoch": 1, "update": 0.013, "loss": "19.372", "mlm_loss": "10.991", "tc_loss": "8.379", "tc_accuracy": "0.0195", "num_updates": "5"}
 [2026-11-29 22:19:04,830][train_inner][INFO] - {"epoch": 1, "mlm_loss": "10.7", "tc_loss": "5.2", "num_updates": "10"}
-2026-11-29 22:10:47 | INFO | valid | {"epoch": 1, "valid_loss": "14.121", "num_updates": "30"}
+2026-11-29 22:10:47 | INFO | valid | {"epoch": 1, "valid_loss": "14.121", "valid_num_updates": "30"}
 not json { at all
 """
 
@@ -16,6 +16,11 @@ def test_parses_plain_and_hydra_records():
     assert [r["kind"] for r in records] == ["train_inner", "train_inner", "valid"]
     assert records[0]["tc_loss"] == 8.379 and records[1]["num_updates"] == 10.0
     assert records[2]["valid_loss"] == 14.121
+
+
+def test_validation_table_reads_fairseqs_prefixed_update_count():
+    table = format_table(parse_json_log(LOG.splitlines()), ["valid_loss"], kind="valid")
+    assert table.splitlines()[1].split() == ["30", "14.12"]
 
 
 def test_table_has_a_row_per_record_and_dashes_for_missing_values():

@@ -170,6 +170,8 @@ def test_missing_or_unreadable_checkpoints_are_errors(glue_databin, trained_chec
                                                       tmp_path):
     with pytest.raises(FileNotFoundError, match="random weights"):
         check(trained_checkpoint, glue_databin, tmp_path, checkpoint_file="checkpoint_9_999.pt")
+    with pytest.raises(FileNotFoundError, match="is a directory; give a checkpoint file"):
+        check(trained_checkpoint, glue_databin, tmp_path, checkpoint_file="")  # the save dir
     (tmp_path / "garbage.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a readable fairseq checkpoint"):
         check(tmp_path, glue_databin, tmp_path, checkpoint_file="garbage.pt")

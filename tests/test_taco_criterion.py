@@ -184,8 +184,10 @@ def test_bad_options_fail_at_start_naming_the_option(tiny_databin, option, value
 
 
 def test_missing_data_directory(tmp_path):
-    with pytest.raises(FileNotFoundError, match="dict.txt"):
+    with pytest.raises(FileNotFoundError, match="nowhere' does not exist"):
         fairseq_setup(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="no dict.txt"):
+        fairseq_setup(tmp_path)
 
 
 def test_masked_lm_task_batches_are_refused(tiny_databin):

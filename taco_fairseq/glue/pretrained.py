@@ -71,6 +71,11 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
         ValueError: the file is not a fairseq checkpoint of a RoBERTa-style encoder.
     """
     path = Path(path)
+    if path.is_dir():
+        raise FileNotFoundError(
+            f"pre-training checkpoint {path} is a directory; give a checkpoint file in it, "
+            f"e.g. {path / 'checkpoint_last.pt'}"
+        )
     if not path.is_file():
         raise FileNotFoundError(
             f"pre-training checkpoint {path} not found (fairseq would silently fine-tune from "

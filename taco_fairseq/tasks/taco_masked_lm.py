@@ -177,6 +177,12 @@ class TacoMaskedLMTask(MaskedLMTask):
     @classmethod
     def load_dict(cls, cfg):
         paths = utils.split_paths(cfg.data)
+        if paths and not os.path.isdir(paths[0]):
+            raise FileNotFoundError(
+                f"--data {cfg.data!r}: the directory {paths[0]!r} does not exist. Point --data "
+                "to a fairseq data-bin directory, e.g. one made by "
+                "scripts/prepare_pretraining_data.py."
+            )
         if not paths or not os.path.isfile(os.path.join(paths[0], "dict.txt")):
             raise FileNotFoundError(
                 f"--data {cfg.data!r}: no dict.txt in {paths[0] if paths else cfg.data!r}. "

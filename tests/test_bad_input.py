@@ -110,8 +110,21 @@ def test_restore_file_that_hides_checkpoint_last_is_warned(trained_checkpoint, t
 
 
 def test_own_checkpoint_fits(trained_checkpoint, tiny_databin):
-    fairseq_setup(tiny_databin, "--restore-file", str(trained_checkpoint / "checkpoint_last.pt"))
-    fairseq_setup(tiny_databin, "--save-dir", str(trained_checkpoint))  # resume
+    """The checks accept the checkpoint fairseq-train will load, and it really loads."""
+    from fairseq import checkpoint_utils
+
+    from taco_fairseq.checkpoint_checks import checkpoint_to_load
+
+    last = str(trained_checkpoint / "checkpoint_last.pt")
+    for options, expected in (
+        (["--restore-file", last], last),
+        (["--save-dir", str(trained_checkpoint)], last),  # resume
+    ):
+        _, task, model, _ = fairseq_setup(tiny_databin, *options)
+        assert checkpoint_to_load(task.cfg) == expected
+        state = checkpoint_utils.load_checkpoint_to_cpu(expected)["model"]
+        loaded = model.load_state_dict(state, strict=True)
+        assert not loaded.missing_keys and not loaded.unexpected_keys
 
 
 def _databin_with_dict(tiny_databin, directory, symbols):

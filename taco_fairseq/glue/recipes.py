@@ -21,7 +21,7 @@ import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from .tasks import GlueTask
 
@@ -89,6 +89,7 @@ def finetune_args(
     save_dir: Path,
     user_dir: Path,
     extra: Sequence[str] = (),
+    max_updates: Optional[int] = None,
 ) -> List[str]:
     """The ``fairseq-train`` arguments of one fine-tuning run.
 
@@ -103,9 +104,13 @@ def finetune_args(
         seed: fairseq's ``--seed``.
         save_dir: where the fine-tuned ``checkpoint_best.pt`` goes (no last/epoch ones).
         user_dir: the ``taco_fairseq`` package directory (``--user-dir``).
-        extra: further fairseq options, appended last (e.g. ``--fp16``, ``--max-update``).
+        extra: further fairseq options, appended last (e.g. ``--fp16``).
+        max_updates: a cap on the run's updates (e.g. for SST-2 on a CPU); the learning-rate
+            schedule then decays to 0 at the cap.
     """
     total = total_updates(train_rows, hyper.batch_size, hyper.epochs)
+    if max_updates is not None:
+        total = min(total, max_updates)
     args = [
         str(data_dir), "--user-dir", str(user_dir),
         "--task", "sentence_prediction", "--criterion", "sentence_prediction_summable",
@@ -125,6 +130,8 @@ def finetune_args(
         "--no-epoch-checkpoints", "--no-last-checkpoints", "--find-unused-parameters",
         "--seed", str(seed), "--save-dir", str(save_dir), "--log-format", "json",
     ]
+    if max_updates is not None:
+        args += ["--max-update", str(total)]
     if task.regression:
         args.append("--regression-target")
     if task.selection_metric in REPORT_FLAGS:

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -80,6 +81,8 @@ class RunnerOptions:
         cpu: predict on the CPU even with a GPU.
         keep_checkpoints: keep each run's ``checkpoint_best.pt`` (needed for test-set
             predictions); else it is deleted once the dev predictions are written.
+        max_updates: task name → a cap on the updates of its runs (the learning-rate
+            schedule ends at the cap); part of a capped run's settings.
     """
 
     data_dir: Path
@@ -88,6 +91,7 @@ class RunnerOptions:
     fairseq_args: Sequence[str] = field(default_factory=tuple)
     cpu: bool = False
     keep_checkpoints: bool = True
+    max_updates: Dict[str, int] = field(default_factory=dict)
 
 
 def plan_runs(
@@ -112,13 +116,13 @@ def plan_runs(
             for s in seeds]
 
 
-def run_all(runs: Sequence[FinetuneRun], options: RunnerOptions) -> List[dict]:
-    """Carry out ``runs`` (finished ones are skipped), showing progress.
+def run_all(runs: Sequence[FinetuneRun], options: RunnerOptions, jobs: int = 1) -> List[dict]:
+    """Carry out ``runs`` (finished ones are skipped), ``jobs`` at a time, showing progress.
 
     Every checkpoint is checked against every task's data before the first run starts.
 
     Returns:
-        The results of :func:`finetune`, in order.
+        The results of :func:`finetune`, in the order of ``runs``.
 
     Raises:
         FileNotFoundError: a checkpoint or a prepared task directory is missing.
@@ -132,17 +136,20 @@ def run_all(runs: Sequence[FinetuneRun], options: RunnerOptions) -> List[dict]:
             infos[path] = inspect_checkpoint(path)
         check_compatible(path, infos[path], _task_dir(options, get_task(task)),
                          options.pretraining_data)
-    results = []
-    with tqdm(runs, desc="GLUE fine-tuning", unit="run") as progress:
-        for run in progress:
-            progress.set_postfix_str(run.label)
+    with tqdm(total=len(runs), desc="GLUE fine-tuning", unit="run") as progress:
+        def one(run: FinetuneRun) -> dict:
             result = finetune(run, infos[run.checkpoint.path], options)
             progress.write(f"{run.label}: " + ", ".join(
                 f"{column} {metric} {value:.2f}"
                 for column, values in result["dev"].items() for metric, value in values.items()
             ) + (" (finished before)" if result.get("skipped") else ""))
-            results.append(result)
-    return results
+            progress.update()
+            return result
+
+        if jobs <= 1:
+            return [one(run) for run in runs]
+        with ThreadPoolExecutor(jobs) as pool:
+            return list(pool.map(one, runs))
 
 
 def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> dict:
@@ -161,6 +168,8 @@ def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> 
         "seed": run.seed,
         "fairseq_args": list(options.fairseq_args),
     }))
+    if run.task.name in options.max_updates:
+        settings["max_updates"] = options.max_updates[run.task.name]
     done = run_dir / RESULT_FILE
     if done.is_file():
         result = json.loads(done.read_text(encoding="utf-8"))
@@ -223,7 +232,7 @@ def fairseq_train_args(run: FinetuneRun, info: CheckpointInfo, options: RunnerOp
         max_positions=info.max_positions,
         train_rows=read_prep_info(task_dir)["splits"]["train"]["rows"], hyper=run.hyper,
         seed=run.seed, save_dir=Path(options.out_dir) / run.relative_dir, user_dir=USER_DIR,
-        extra=options.fairseq_args,
+        extra=options.fairseq_args, max_updates=options.max_updates.get(run.task.name),
     )
 
 

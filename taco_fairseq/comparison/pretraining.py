@@ -1,0 +1,193 @@
+"""Pre-training runs of a comparison: one ``fairseq-train`` per objective and seed, resumable.
+
+Every objective of a comparison gets the same data-bin, seed, architecture, batches, masks,
+learning-rate schedule and initialization: fairseq seeds the model's initialization with
+``--seed``, every update with ``seed + update`` (dropout), and ``MaskTokensDataset`` each
+sequence's mask with ``(seed, epoch, index)``, so only the options of the objective's recipe
+(:mod:`.objectives`) differ between two runs of one seed.
+
+A run lives in ``OUT/pretrain/<objective>-seed<S>/``::
+
+    train.log                        fairseq's json log (appended to when the run resumes)
+    checkpoints/checkpoint_<e>_<u>.pt  the checkpoints at --checkpoint-updates
+    checkpoints/checkpoint_last.pt   what an interrupted run resumes from
+
+Checkpoints are saved every ``gcd(checkpoint updates)`` updates (fairseq's
+``--save-interval-updates``, with a validation each time); those that are not requested are
+deleted when the run has finished.
+"""
+
+import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from functools import reduce
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..glue.sweep import find_checkpoints
+from ..training_log import parse_json_log
+from .objectives import RECIPES_DIR, objective_args, shared_args
+
+USER_DIR = Path(__file__).resolve().parents[1]  # the taco_fairseq package, for --user-dir
+TRAIN_LOG = "train.log"
+
+
+@dataclass(frozen=True)
+class PretrainRun:
+    """One pre-training run: an objective (a recipe name) and a seed."""
+
+    objective: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        """``<objective>-seed<S>``, the run's directory name."""
+        return f"{self.objective}-seed{self.seed}"
+
+
+@dataclass(frozen=True)
+class PretrainSettings:
+    """What every run of a comparison shares.
+
+    Attributes:
+        data: the pre-training data-bin.
+        arch: fairseq architecture (``roberta_tiny``, ``roberta_small``, ...).
+        max_update: updates of every run; the learning rate decays linearly to 0 at it.
+        checkpoint_updates: the update counts whose checkpoints are kept and fine-tuned.
+        tokens_per_sample, batch_size, update_freq: sequence length (tokens) and sequences
+            per update (``batch_size × update_freq`` per worker).
+        lr: peak learning rate; ``warmup_updates`` its linear warm-up.
+        cpu: train on the CPU (``--cpu``).
+        extra: further ``fairseq-train`` options, appended last (they override the above).
+    """
+
+    data: Path
+    arch: str
+    max_update: int
+    checkpoint_updates: Tuple[int, ...]
+    tokens_per_sample: int = 128
+    batch_size: int = 32
+    update_freq: int = 1
+    lr: float = 5e-4
+    warmup_updates: int = 1000
+    cpu: bool = False
+    extra: Sequence[str] = field(default_factory=tuple)
+    recipes_dir: Path = RECIPES_DIR
+
+    def __post_init__(self):
+        updates = self.checkpoint_updates
+        if not updates or min(updates) < 1:
+            raise ValueError(f"--checkpoint-updates must be positive update counts, got "
+                             f"{list(updates)}")
+        if max(updates) > self.max_update:
+            raise ValueError(f"--checkpoint-updates {max(updates)} is beyond --max-update "
+                             f"{self.max_update}")
+        if self.warmup_updates >= self.max_update:
+            raise ValueError(f"--warmup-updates {self.warmup_updates} must be below "
+                             f"--max-update {self.max_update}")
+
+    @property
+    def save_interval(self) -> int:
+        """``--save-interval-updates``: the greatest common divisor of the checkpoint updates."""
+        return reduce(math.gcd, self.checkpoint_updates)
+
+
+def pretrain_args(run: PretrainRun, settings: PretrainSettings, run_dir: Path) -> List[str]:
+    """The ``fairseq-train`` arguments of ``run``: the shared recipe's optimizer and schedule,
+    the objective's recipe, the comparison's scale, then ``settings.extra``.
+
+    Raises:
+        ValueError: the objective has no recipe.
+    """
+    s = settings
+    return [
+        str(s.data), "--user-dir", str(USER_DIR), "--arch", s.arch,
+        *shared_args("bert_small", s.recipes_dir),
+        *objective_args(run.objective, s.recipes_dir),
+        "--tokens-per-sample", str(s.tokens_per_sample), "--max-positions",
+        str(s.tokens_per_sample), "--batch-size", str(s.batch_size),
+        "--update-freq", str(s.update_freq), "--lr", f"{s.lr:g}",
+        "--warmup-updates", str(s.warmup_updates), "--total-num-update", str(s.max_update),
+        "--max-update", str(s.max_update), "--seed", str(run.seed),
+        "--save-dir", str(run_dir / "checkpoints"), "--no-epoch-checkpoints",
+        "--save-interval-updates", str(s.save_interval), "--keep-interval-updates", "-1",
+        "--validate-interval-updates", str(s.save_interval),
+        "--log-format", "json", "--log-interval", "100",
+        *(["--cpu"] if s.cpu else []), *s.extra,
+    ]
+
+
+def checkpoints(run_dir: Path) -> Dict[int, Path]:
+    """updates → ``checkpoint_<epoch>_<updates>.pt`` of a run (empty when there is none)."""
+    try:
+        return dict(find_checkpoints(Path(run_dir) / "checkpoints"))
+    except FileNotFoundError:
+        return {}
+
+
+def is_finished(run_dir: Path, settings: PretrainSettings) -> bool:
+    """Whether the run reached ``max_update`` and has every requested checkpoint."""
+    log = Path(run_dir) / TRAIN_LOG
+    have = checkpoints(run_dir)
+    return (log.is_file() and "done training" in log.read_text(encoding="utf-8", errors="replace")
+            and all(u in have for u in settings.checkpoint_updates))
+
+
+def pretrain(run: PretrainRun, settings: PretrainSettings, out_dir: Path,
+             env: Optional[dict] = None) -> Path:
+    """Carry out ``run`` under ``out_dir/pretrain`` (module doc), continuing from its
+    ``checkpoint_last.pt`` when it was interrupted; a finished run is left alone.
+
+    Returns:
+        The run's directory.
+
+    Raises:
+        RuntimeError: ``fairseq-train`` failed (the message ends with its log), or it ended
+            without a requested checkpoint.
+    """
+    run_dir = Path(out_dir) / "pretrain" / run.name
+    if is_finished(run_dir, settings):
+        return run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = run_dir / TRAIN_LOG
+    args = pretrain_args(run, settings, run_dir)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write("# fairseq-train " + " ".join(args) + "\n")
+        f.flush()
+        returncode = subprocess.run(
+            [sys.executable, "-m", "fairseq_cli.train", *args], stdout=f,
+            stderr=subprocess.STDOUT, env=dict(env or os.environ, PYTHONUNBUFFERED="1"),
+        ).returncode
+    if returncode:
+        tail = "".join(log.read_text(encoding="utf-8", errors="replace").splitlines(True)[-30:])
+        raise RuntimeError(f"pre-training {run.name} failed (exit code {returncode}); end of "
+                           f"{log}:\n{tail}")
+    have = checkpoints(run_dir)
+    missing = [u for u in settings.checkpoint_updates if u not in have]
+    if missing:
+        raise RuntimeError(f"pre-training {run.name} ended without the checkpoints of updates "
+                           f"{missing} (see {log}); were --max-update or the checkpoint "
+                           "updates changed after it started?")
+    for updates, path in have.items():
+        if updates not in settings.checkpoint_updates:
+            path.unlink()
+    return run_dir
+
+
+def validation_losses(run_dir: Path) -> Dict[int, float]:
+    """updates → validation masked-LM loss (bits per masked token) of the run's log: fairseq's
+    ``valid_mlm_loss`` (plugin criteria) or ``valid_loss`` (``masked_lm``), the last record of
+    each update count."""
+    log = Path(run_dir) / TRAIN_LOG
+    if not log.is_file():
+        return {}
+    with open(log, encoding="utf-8") as f:
+        records = [r for r in parse_json_log(f) if r["kind"] == "valid"]
+    losses = {}
+    for r in records:
+        value = r.get("valid_mlm_loss", r.get("valid_loss"))
+        if isinstance(value, float) and "valid_num_updates" in r:
+            losses[int(r["valid_num_updates"])] = value
+    return losses

@@ -1,0 +1,265 @@
+"""The phases of a comparison (``scripts/compare_objectives.py``), each resumable:
+
+1. pre-training of every objective × pre-training seed (:mod:`.pretraining`);
+2. per checkpoint: the validation masked-LM loss (from the run's log) and the contextual
+   score on held-out text (:mod:`taco_fairseq.analysis.contextual_score`);
+3. with several fine-tuning grid points, a search at the last checkpoint: every objective,
+   task, seed and point; each task gets the point with the best mean dev score over all
+   objectives and seeds (the same point for every objective, never tuned for one);
+4. GLUE fine-tuning of every checkpoint on ``tasks`` (and of the last one on
+   ``final_tasks`` too), each seed, with the chosen point (:mod:`taco_fairseq.glue.runner`);
+5. the report (:mod:`.report`).
+
+Output layout: ``OUT/pretrain/<objective>-seed<S>/``, ``OUT/measures/<checkpoint>.json``,
+``OUT/finetune/<checkpoint>/<task>/<point>/seed<S>/`` with checkpoint names
+``<objective>-seed<S>@<updates>``, ``OUT/search.json``, ``OUT/timings.json`` (wall seconds of
+each phase, summed over invocations), then the report's files.
+"""
+
+import json
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from ..glue.pretrained import PretrainedCheckpoint
+from ..glue.recipes import Hyperparameters
+from ..glue.runner import FinetuneRun, RunnerOptions, run_all
+from ..glue.tasks import get_task
+from .pretraining import PretrainRun, PretrainSettings, checkpoints, pretrain, validation_losses
+from .statistics import Score
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class StudyOptions:
+    """A whole comparison.
+
+    Attributes:
+        out: the output directory.
+        objectives: recipe names (:mod:`.objectives`); the first is the baseline.
+        pretrain_seeds: one pre-training run per objective and seed.
+        settings: what the pre-training runs share.
+        glue_data: the prepared GLUE directory (``scripts/prepare_glue.py``).
+        tasks: GLUE tasks fine-tuned at every checkpoint.
+        final_tasks: more tasks fine-tuned at the last checkpoint only.
+        seeds: fine-tuning seeds.
+        points: fine-tuning grid points (batch size, learning rate, epochs); several: phase 3.
+        max_updates: task → cap on its fine-tuning updates.
+        finetune_args: further ``fairseq-train`` options of every fine-tuning.
+        heldout_text: raw text for the contextual score (none: not measured).
+        heldout_sentences, heldout_max_lines: its sample size, lines read per file.
+        jobs: runs carried out side by side.
+        cpu: train and evaluate on the CPU.
+    """
+
+    out: Path
+    objectives: Sequence[str]
+    pretrain_seeds: Sequence[int]
+    settings: PretrainSettings
+    glue_data: Path
+    tasks: Sequence[str]
+    seeds: Sequence[int]
+    points: Sequence[Hyperparameters]
+    final_tasks: Sequence[str] = ()
+    max_updates: Dict[str, int] = field(default_factory=dict)
+    finetune_args: Sequence[str] = ()
+    heldout_text: Sequence[Path] = ()
+    heldout_sentences: int = 2000
+    heldout_max_lines: Optional[int] = None
+    jobs: int = 1
+    cpu: bool = False
+
+    @property
+    def runs(self) -> List[PretrainRun]:
+        """Every pre-training run, objective-major."""
+        return [PretrainRun(o, s) for o in self.objectives for s in self.pretrain_seeds]
+
+    @property
+    def last_updates(self) -> int:
+        """The last checkpoint's update count."""
+        return max(self.settings.checkpoint_updates)
+
+
+@dataclass(frozen=True)
+class StudyCheckpoint:
+    """One pre-training checkpoint of the comparison."""
+
+    run: PretrainRun
+    updates: int
+    path: Path
+
+    @property
+    def name(self) -> str:
+        """``<objective>-seed<S>@<updates>``: its name in the fine-tuning directories."""
+        return f"{self.run.name}@{self.updates}"
+
+
+class PhaseTimer:
+    """Wall seconds of each phase, added to ``OUT/timings.json`` as each phase ends."""
+
+    def __init__(self, out: Path):
+        self.path = Path(out) / "timings.json"
+        self.seconds = json.loads(self.path.read_text()) if self.path.is_file() else {}
+
+    @contextmanager
+    def phase(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(self.seconds.get(name, 0.0)
+                                       + time.perf_counter() - start, 1)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(self.seconds, indent=2) + "\n")
+
+
+def set_threads(options: StudyOptions) -> None:
+    """On the CPU, give each of ``jobs`` side-by-side runs its share of the cores (the
+    subprocesses inherit ``OMP_NUM_THREADS``)."""
+    if options.cpu:
+        threads = max(1, (os.cpu_count() or 1) // options.jobs)
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+
+
+def pretrain_all(options: StudyOptions) -> None:
+    """Phase 1: every run, ``jobs`` at a time (finished ones are left alone, interrupted ones
+    continue). Errors: as :func:`.pretraining.pretrain`."""
+    def one(run: PretrainRun) -> None:
+        run_dir = pretrain(run, options.settings, options.out)
+        print(f"   {run.name}: done ({run_dir})", flush=True)
+
+    _parallel(one, options.runs, options.jobs)
+
+
+def study_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
+    """The checkpoints at ``--checkpoint-updates`` of every run.
+
+    Raises:
+        FileNotFoundError: one is missing (pre-training has not reached it).
+    """
+    found = []
+    for run in options.runs:
+        have = checkpoints(options.out / "pretrain" / run.name)
+        for updates in options.settings.checkpoint_updates:
+            if updates not in have:
+                raise FileNotFoundError(f"{run.name} has no checkpoint of {updates} updates "
+                                        "yet: pre-training is not finished")
+            found.append(StudyCheckpoint(run, updates, have[updates]))
+    return found
+
+
+def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint]) -> List[dict]:
+    """Phase 2: per checkpoint, ``valid_mlm_loss`` (bits per masked token, fairseq's
+    validation at that update) and, with held-out text, the contextual score and its intra-
+    and inter-context similarities; cached in ``OUT/measures``."""
+    from ..analysis.checkpoints import load_checkpoint
+    from ..analysis.contextual_score import score_checkpoints
+    from ..analysis.sentences import sample_sentences
+
+    directory = options.out / "measures"
+    directory.mkdir(parents=True, exist_ok=True)
+    sentences = None
+    rows = []
+    for checkpoint in found:
+        path = directory / f"{checkpoint.name}.json"
+        if path.is_file():
+            rows.append(json.loads(path.read_text()))
+            continue
+        losses = validation_losses(options.out / "pretrain" / checkpoint.run.name)
+        row = {"objective": checkpoint.run.objective, "pretrain_seed": checkpoint.run.seed,
+               "updates": checkpoint.updates,
+               "valid_mlm_loss": losses.get(checkpoint.updates, float("nan"))}
+        if options.heldout_text:
+            if sentences is None:
+                sentences = sample_sentences(options.heldout_text, options.heldout_sentences,
+                                             seed=1, max_lines=options.heldout_max_lines)
+            loaded = load_checkpoint(checkpoint.path, options.settings.data,
+                                     "cpu" if options.cpu or not torch.cuda.is_available()
+                                     else "cuda")
+            stats = score_checkpoints([loaded], sentences)[0]
+            row.update(contextual_score=stats["cosine_gap"],
+                       intra_context_cos=stats["cosine_intra"],
+                       inter_context_cos=stats["cosine_inter"])
+        path.write_text(json.dumps(row, indent=2) + "\n")
+        rows.append(row)
+    return rows
+
+
+def search_points(options: StudyOptions, found: Sequence[StudyCheckpoint]) -> Dict[str, Hyperparameters]:
+    """Phase 3: task → the fine-tuning point of the comparison (module doc); with one point,
+    that point for every task. Writes ``OUT/search.json``."""
+    tasks = list(dict.fromkeys([*options.tasks, *options.final_tasks]))
+    if len(options.points) == 1:
+        return {task: options.points[0] for task in tasks}
+    last = [c for c in found if c.updates == options.last_updates]
+    runs = [FinetuneRun(_named(c), get_task(t), point, seed)
+            for c in last for t in tasks for point in options.points for seed in options.seeds]
+    results = run_all(runs, _runner_options(options), options.jobs)
+    means: Dict[Tuple[str, Hyperparameters], List[float]] = {}
+    for run, result in zip(runs, results):
+        task = run.task
+        value = result["dev"][task.eval_sets[0].column][task.glue_metric]
+        means.setdefault((task.name, run.hyper), []).append(0.0 if value != value else value)
+    chosen, table = {}, {}
+    for task in tasks:
+        scores = {p: sum(means[(task, p)]) / len(means[(task, p)]) for p in options.points}
+        chosen[task] = max(options.points, key=lambda p: scores[p])
+        table[task] = {"chosen": chosen[task].label,
+                       "mean_dev_score": {p.label: round(v, 3) for p, v in scores.items()}}
+    (options.out / "search.json").write_text(json.dumps(table, indent=2) + "\n")
+    return chosen
+
+
+def finetune_all(options: StudyOptions, found: Sequence[StudyCheckpoint],
+                 points: Dict[str, Hyperparameters]) -> List[Score]:
+    """Phase 4: every checkpoint on ``tasks`` and the last one on ``final_tasks`` too, every
+    seed, with the task's point; returns the dev scores."""
+    runs, owners = [], []
+    for checkpoint in found:
+        tasks = list(options.tasks)
+        if checkpoint.updates == options.last_updates:
+            tasks += [t for t in options.final_tasks if t not in tasks]
+        for task in tasks:
+            for seed in options.seeds:
+                runs.append(FinetuneRun(_named(checkpoint), get_task(task), points[task], seed))
+                owners.append(checkpoint)
+    results = run_all(runs, _runner_options(options), options.jobs)
+    scores = []
+    for run, checkpoint, result in zip(runs, owners, results):
+        task = run.task
+        for eval_set in task.eval_sets:
+            dev = result["dev"][eval_set.column]
+            scores.append(Score(checkpoint.run.objective, checkpoint.run.seed,
+                                checkpoint.updates, eval_set.column, run.seed,
+                                task.glue_metric, dev[task.glue_metric],
+                                task.paper_metric, dev[task.paper_metric]))
+    return scores
+
+
+def _named(checkpoint: StudyCheckpoint) -> PretrainedCheckpoint:
+    return PretrainedCheckpoint(checkpoint.name, checkpoint.path)
+
+
+def _runner_options(options: StudyOptions) -> RunnerOptions:
+    return RunnerOptions(
+        data_dir=options.glue_data, out_dir=options.out / "finetune",
+        pretraining_data=options.settings.data,
+        fairseq_args=(["--cpu"] if options.cpu else []) + list(options.finetune_args),
+        cpu=options.cpu, keep_checkpoints=False, max_updates=dict(options.max_updates),
+    )
+
+
+def _parallel(function, items, jobs: int) -> list:
+    if jobs <= 1:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(function, items))

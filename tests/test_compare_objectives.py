@@ -1,0 +1,112 @@
+"""scripts/compare_objectives.py: the objectives read from the recipes, and a toy comparison
+end to end (roberta_tiny, tens of updates, one task) that resumes instead of redoing work."""
+
+import csv
+import json
+
+import pytest
+
+from taco_fairseq.comparison.objectives import (
+    available_objectives,
+    objective_args,
+    shared_args,
+)
+from taco_fairseq.comparison.pretraining import PretrainSettings
+from taco_fairseq.training_log import parse_json_log
+
+from conftest import SHARED, run_script
+
+
+def test_objectives_are_the_recipes():
+    assert {"mlm", "taco", "mlm_tp", "taco_concentrated", "taco_untied"} <= set(
+        available_objectives())
+    assert objective_args("mlm") == ["--task", "masked_lm", "--criterion", "masked_lm"]
+    taco = objective_args("taco")
+    assert taco[:2] == ["--task", "taco_masked_lm"]
+    for option, value in (("--criterion", "taco"), ("--tc-positions", "all"),
+                          ("--tc-negatives", "50"), ("--tc-window", "5"),
+                          ("--tc-temperature", "0.07"), ("--tc-weight", "1.0")):
+        assert taco[taco.index(option) + 1] == value
+    # tc_detach_keys: true is the default, so no flag (fairseq's flag would turn it off)
+    assert "--tc-detach-keys" not in taco
+    assert "--untie-weights-roberta" in objective_args("taco_untied")
+    concentrated = objective_args("taco_concentrated")
+    assert concentrated[concentrated.index("--tc-positions") + 1] == "masked"
+    shared = shared_args()
+    assert shared[shared.index("--adam-betas") + 1] == "(0.9,0.999)"
+    assert shared[shared.index("--sample-break-mode") + 1] == "none"
+    with pytest.raises(ValueError, match="choose from .*taco"):
+        objective_args("tacoo")
+
+
+def test_a_boolean_that_differs_from_its_default_becomes_its_flag(tmp_path):
+    (tmp_path / "keys_small.yaml").write_text(
+        "task:\n  _name: taco_masked_lm\ncriterion:\n  _name: taco\n  tc_detach_keys: false\n"
+        "  tc_weight: 0.5\n")
+    args = objective_args("keys", tmp_path)
+    assert "--tc-detach-keys" in args and args[args.index("--tc-weight") + 1] == "0.5"
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match="beyond --max-update"):
+        PretrainSettings(data=SHARED, arch="roberta_tiny", max_update=10,
+                         checkpoint_updates=(5, 20), warmup_updates=1)
+    settings = PretrainSettings(data=SHARED, arch="roberta_tiny", max_update=40,
+                                checkpoint_updates=(10, 25, 40), warmup_updates=1)
+    assert settings.save_interval == 5
+
+
+def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tmp_path):
+    out = tmp_path / "compare"
+    command = [
+        "--data", tiny_databin, "--glue-data", glue_databin, "--out", out,
+        "--arch", "roberta_tiny", "--max-update", "12", "--checkpoint-updates", "6", "12",
+        "--tokens-per-sample", "64", "--batch-size", "8", "--warmup-updates", "2",
+        "--tasks", "RTE", "--seeds", "1", "2", "--finetune-max-updates", "RTE=2",
+        "--heldout-text", wikitext_test, "--heldout-sentences", "40", "--cpu",
+        "--", "--num-workers", "0", "--log-interval", "1", "--max-valid-steps", "2",
+    ]
+    result = run_script("compare_objectives.py", *command)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    for phase in ("1/5", "2/5", "3/5", "4/5", "5/5"):
+        assert f"== {phase}" in result.stdout
+
+    with open(out / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {"objective", "pretrain_seed", "updates", "task", "seed", "metric",
+            "score"} <= set(rows[0])
+    assert sorted((r["objective"], r["updates"], r["seed"]) for r in rows) == sorted(
+        (o, u, s) for o in ("mlm", "taco") for u in ("6", "12") for s in ("1", "2"))
+    assert {r["task"] for r in rows} == {"RTE"} and {r["metric"] for r in rows} == {"accuracy"}
+    assert all(0 <= float(r["score"]) <= 100 for r in rows)
+
+    # the same data, initialization, batch and masks: update 1's masked-LM loss is the same
+    first = {}
+    for objective, key in (("mlm", "loss"), ("taco", "mlm_loss")):
+        log = (out / "pretrain" / f"{objective}-seed1" / "train.log").read_text().splitlines()
+        record = next(r for r in parse_json_log(log) if r["kind"] == "train_inner")
+        assert record["num_updates"] == 1
+        first[objective] = record[key]
+    assert first["mlm"] == first["taco"]
+
+    with open(out / "checkpoints.csv", newline="") as f:
+        measures = list(csv.DictReader(f))
+    assert len(measures) == 4
+    assert all(float(m["valid_mlm_loss"]) > 0 and -1 <= float(m["contextual_score"]) <= 1
+               for m in measures)
+    report = (out / "report.md").read_text()
+    for text in ("## Wall time", "| mlm | 6 |", "| taco | 12 |", "taco − mlm at equal updates",
+                 "Speed-up of taco over mlm", "Does the baseline improve"):
+        assert text in report
+    for figure in ("glue_average", "difference", "tasks", "checkpoints"):
+        assert (out / f"{figure}.png").read_bytes()[:4] == b"\x89PNG"
+    timings = json.loads((out / "timings.json").read_text())
+    assert set(timings) == {"pre-training", "checkpoint measures", "fine-tuning search",
+                            "fine-tuning"}
+
+    # run again: nothing is trained again
+    logs = {p: p.read_text() for p in (out / "pretrain").glob("*/train.log")}
+    again = run_script("compare_objectives.py", *command)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {p: p.read_text() for p in logs} == logs
+    assert (again.stdout + again.stderr).count("(finished before)") == 8

@@ -45,7 +45,7 @@ from taco_fairseq.comparison.study import (
     set_threads,
     study_checkpoints,
 )
-from taco_fairseq.glue.cli import split_fairseq_args
+from taco_fairseq.glue.cli import parse_update_caps, split_fairseq_args
 from taco_fairseq.glue.recipes import DEFAULTS, Hyperparameters
 from taco_fairseq.glue.tasks import get_tasks
 
@@ -114,12 +114,7 @@ def parse_options(argv) -> StudyOptions:
     args = parser.parse_args(own)
     try:
         get_tasks([*args.tasks, *args.final_tasks])
-        caps = {}
-        for spec in args.finetune_max_updates:
-            task, sep, value = spec.partition("=")
-            if not sep or not value.isdigit():
-                raise ValueError(f"--finetune-max-updates: expected TASK=N, got {spec!r}")
-            caps[get_tasks([task])[0].name] = int(value)
+        caps = parse_update_caps(args.finetune_max_updates, "--finetune-max-updates")
         settings = PretrainSettings(
             data=args.data, arch=args.arch, max_update=args.max_update,
             checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),

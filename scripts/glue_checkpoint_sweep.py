@@ -65,7 +65,7 @@ def main(argv=None) -> None:
     try:
         checkpoints = sweep_checkpoints(runs_by_label)
         runs = plan_runs(checkpoints, selected_tasks(args), args.seeds, [DEFAULTS[args.recipe]])
-        results = run_all(runs, runner_options(args, fairseq_args))
+        results = run_all(runs, runner_options(args, fairseq_args), args.jobs)
         print(write_summary(results, args.out))
         curves = sweep_curves(summarize(results))
     except (FileNotFoundError, ValueError, RuntimeError) as e:

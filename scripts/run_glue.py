@@ -88,7 +88,7 @@ def main(argv=None) -> None:
                 command = fairseq_train_args(run, inspect_checkpoint(run.checkpoint.path), options)
                 print(shlex.join(["fairseq-train", *command]))
             return
-        results = run_all(runs, options)
+        results = run_all(runs, options, args.jobs)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
     print(write_summary(results, args.out, pooled=args.pooled))

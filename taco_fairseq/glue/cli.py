@@ -3,7 +3,7 @@
 
 import argparse
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from .recipes import DEFAULTS
 from .runner import RunnerOptions
@@ -40,6 +40,11 @@ def add_runner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delete-checkpoints", action="store_true",
                         help="delete each run's checkpoint_best.pt once its dev predictions "
                         "are written (no test-set predictions then)")
+    parser.add_argument("--max-updates", nargs="+", default=[], metavar="TASK=N",
+                        help="cap a task's updates, its learning-rate schedule ending there "
+                        "(e.g. SST-2=1000 on a CPU)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs side by side (default: 1)")
 
 
 def selected_tasks(args) -> Tuple[GlueTask, ...]:
@@ -54,10 +59,30 @@ def selected_tasks(args) -> Tuple[GlueTask, ...]:
     return get_tasks(names)
 
 
+def parse_update_caps(specs: Sequence[str], option: str = "--max-updates") -> Dict[str, int]:
+    """``TASK=N`` entries → {GLUE task name: N}.
+
+    Raises:
+        ValueError: an entry is not ``TASK=N`` with N >= 1, or names no GLUE task.
+    """
+    caps = {}
+    for spec in specs:
+        task, sep, value = spec.partition("=")
+        if not sep or not value.isdigit() or int(value) < 1:
+            raise ValueError(f"{option}: expected TASK=N with N >= 1, got {spec!r}")
+        caps[get_tasks([task])[0].name] = int(value)
+    return caps
+
+
 def runner_options(args, fairseq_args: Sequence[str]) -> RunnerOptions:
-    """The :class:`RunnerOptions` of parsed options and the fairseq arguments after ``--``."""
+    """The :class:`RunnerOptions` of parsed options and the fairseq arguments after ``--``.
+
+    Raises:
+        ValueError: as :func:`parse_update_caps`.
+    """
     return RunnerOptions(
         data_dir=args.data, out_dir=args.out, pretraining_data=args.pretraining_data,
         fairseq_args=(["--cpu"] if args.cpu else []) + list(fairseq_args), cpu=args.cpu,
         keep_checkpoints=not args.delete_checkpoints,
+        max_updates=parse_update_caps(args.max_updates),
     )

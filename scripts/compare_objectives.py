@@ -21,10 +21,12 @@ Example (a toy run on the CPU; docs/results.md has the study's command):
 
 import argparse
 import json
+import os
 import platform
 import shlex
 import sys
 from pathlib import Path
+from typing import Tuple
 
 from taco_fairseq.comparison.objectives import available_objectives
 from taco_fairseq.comparison.pretraining import PretrainSettings
@@ -40,13 +42,17 @@ from taco_fairseq.comparison.study import (
     StudyOptions,
     finetune_all,
     measure_checkpoints,
+    chosen_points,
     pretrain_all,
+    read_measures,
+    scores_of,
     search_points,
     set_threads,
     study_checkpoints,
 )
 from taco_fairseq.glue.cli import parse_update_caps, split_fairseq_args
 from taco_fairseq.glue.recipes import DEFAULTS, Hyperparameters
+from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
 
 
@@ -105,10 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs side by side; on the CPU each gets cores/jobs threads")
     parser.add_argument("--cpu", action="store_true", help="train and evaluate on the CPU")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: write the report of what has finished so far (e.g. "
+                        "while the runs go on, or after an interruption)")
     return parser
 
 
-def parse_options(argv) -> StudyOptions:
+def parse_options(argv) -> Tuple[StudyOptions, bool]:
+    """The study's options and whether only the report is asked for (``--report-only``)."""
     own, fairseq_args = split_fairseq_args(argv)
     parser = build_parser()
     args = parser.parse_args(own)
@@ -142,7 +152,8 @@ def parse_options(argv) -> StudyOptions:
                 for lr in args.finetune_lr for epochs in args.finetune_epochs],
         max_updates=caps, finetune_args=shlex.split(args.finetune_options),
         heldout_text=args.heldout_text, heldout_sentences=args.heldout_sentences,
-        heldout_max_lines=args.heldout_max_lines, jobs=args.jobs, cpu=args.cpu)
+        heldout_max_lines=args.heldout_max_lines, jobs=args.jobs, cpu=args.cpu,
+    ), args.report_only
 
 
 def machine() -> str:
@@ -151,47 +162,64 @@ def machine() -> str:
 
     device = (torch.cuda.get_device_name(0) if torch.cuda.is_available()
               else f"CPU only ({platform.processor() or platform.machine()})")
-    import os
-
     return (f"{platform.platform()}, {os.cpu_count()} cores, {device}; Python "
             f"{platform.python_version()}, torch {torch.__version__}, fairseq "
             f"{fairseq.__version__}")
 
 
 def main(argv=None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    options = parse_options(argv)
+    argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
+    options, report_only = parse_options(argv)
     options.out.mkdir(parents=True, exist_ok=True)
-    set_threads(options)
     timer = PhaseTimer(options.out)
-    s = options.settings
     try:
-        print(f"== 1/5 pre-training {len(options.runs)} runs "
-              f"({', '.join(r.name for r in options.runs)}) to {s.max_update} updates, "
-              f"{options.jobs} at a time", flush=True)
-        with timer.phase("pre-training"):
-            pretrain_all(options)
-        found = study_checkpoints(options)
-        print(f"== 2/5 validation loss and contextual score of {len(found)} checkpoints",
-              flush=True)
-        with timer.phase("checkpoint measures"):
-            measures = measure_checkpoints(options, found)
-        if len(options.points) > 1:
-            print(f"== 3/5 fine-tuning search over {len(options.points)} points at "
-                  f"{options.last_updates} updates", flush=True)
+        if report_only:
+            measures = read_measures(options)
+            scores = scores_of(collect_results(options.out / "finetune"),
+                               chosen_points(options))
         else:
-            print(f"== 3/5 fine-tuning with one point: {options.points[0].label}", flush=True)
-        with timer.phase("fine-tuning search"):
-            points = search_points(options, found)
-        print(f"== 4/5 fine-tuning {len(found)} checkpoints on {', '.join(options.tasks)} "
-              f"(+ {', '.join(options.final_tasks) or 'nothing'} at the last) x seeds "
-              f"{options.seeds}", flush=True)
-        with timer.phase("fine-tuning"):
-            scores = finetune_all(options, found, points)
+            measures, scores = run_phases(options, timer)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
     print("== 5/5 report", flush=True)
+    write_report(options, argv, measures, scores, timer.seconds)
+
+
+def run_phases(options: StudyOptions, timer: PhaseTimer):
+    """Phases 1-4 (taco_fairseq/comparison/study.py); returns the checkpoint measures and
+    the dev scores."""
+    set_threads(options)
+    s = options.settings
+    print(f"== 1/5 pre-training {len(options.runs)} runs "
+          f"({', '.join(r.name for r in options.runs)}) to {s.max_update} updates, "
+          f"{options.jobs} at a time", flush=True)
+    with timer.phase("pre-training"):
+        pretrain_all(options)
+    found = study_checkpoints(options)
+    print(f"== 2/5 validation loss and contextual score of {len(found)} checkpoints",
+          flush=True)
+    with timer.phase("checkpoint measures"):
+        measures = measure_checkpoints(options, found)
+    if len(options.points) > 1:
+        print(f"== 3/5 fine-tuning search over {len(options.points)} points at "
+              f"{options.last_updates} updates", flush=True)
+    else:
+        print(f"== 3/5 fine-tuning with one point: {options.points[0].label}", flush=True)
+    with timer.phase("fine-tuning search"):
+        points = search_points(options, found)
+    print(f"== 4/5 fine-tuning {len(found)} checkpoints on {', '.join(options.tasks)} "
+          f"(+ {', '.join(options.final_tasks) or 'nothing'} at the last) x seeds "
+          f"{options.seeds}", flush=True)
+    with timer.phase("fine-tuning"):
+        scores = finetune_all(options, found, points)
+    return measures, scores
+
+
+def write_report(options: StudyOptions, argv, measures, scores, timings) -> None:
+    """summary.csv, checkpoints.csv, the figures and report.md in OUT; prints the report."""
     out = options.out
+    if not scores:
+        sys.exit(f"error: no finished fine-tuning in {out / 'finetune'} yet")
     write_summary_csv(scores, out / "summary.csv")
     write_checkpoints_csv(measures, out / "checkpoints.csv")
     table = ScoreTable(scores)
@@ -205,7 +233,7 @@ def main(argv=None) -> None:
         "Scores: GLUE dev, points (MCC for CoLA, F1 for MRPC, Spearman for STS-B, accuracy "
         "otherwise); averages over the tasks fine-tuned at every checkpoint.",
     ])
-    report = markdown_report(table, measures, baseline, header, timer.seconds,
+    report = markdown_report(table, measures, baseline, header, timings,
                              json.loads(search.read_text()) if search.is_file() else None)
     (out / "report.md").write_text(report, encoding="utf-8")
     print(report)

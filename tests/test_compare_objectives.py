@@ -2,6 +2,7 @@
 end to end (roberta_tiny, tens of updates, one task) that resumes instead of redoing work."""
 
 import csv
+import fcntl
 import json
 
 import pytest
@@ -11,7 +12,12 @@ from taco_fairseq.comparison.objectives import (
     objective_args,
     shared_args,
 )
-from taco_fairseq.comparison.pretraining import PretrainSettings
+from taco_fairseq.comparison.pretraining import (
+    LOCK_FILE,
+    PretrainRun,
+    PretrainSettings,
+    pretrain,
+)
 from taco_fairseq.training_log import parse_json_log
 
 from conftest import SHARED, run_script
@@ -56,13 +62,27 @@ def test_settings_are_checked():
     assert settings.save_interval == 5
 
 
+def test_a_run_being_trained_by_another_process_is_left_alone(tmp_path):
+    """Two invocations must never train one run directory: the second stops, naming it."""
+    settings = PretrainSettings(data=SHARED, arch="roberta_tiny", max_update=10,
+                                checkpoint_updates=(10,), warmup_updates=1)
+    run_dir = tmp_path / "pretrain" / "taco-seed1"
+    run_dir.mkdir(parents=True)
+    with open(run_dir / LOCK_FILE, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(RuntimeError, match="being pre-trained by another process"):
+            pretrain(PretrainRun("taco", 1), settings, tmp_path)
+    assert not (run_dir / "train.log").exists()
+
+
 def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tmp_path):
     out = tmp_path / "compare"
     command = [
         "--data", tiny_databin, "--glue-data", glue_databin, "--out", out,
         "--arch", "roberta_tiny", "--max-update", "12", "--checkpoint-updates", "6", "12",
         "--tokens-per-sample", "64", "--batch-size", "8", "--warmup-updates", "2",
-        "--tasks", "RTE", "--seeds", "1", "2", "--finetune-max-updates", "RTE=2",
+        "--tasks", "RTE", "--seeds", "1", "--finetune-lr", "5e-5", "1e-4",
+        "--finetune-max-updates", "RTE=2",
         "--heldout-text", wikitext_test, "--heldout-sentences", "40", "--cpu",
         "--", "--num-workers", "0", "--log-interval", "1", "--max-valid-steps", "2",
     ]
@@ -75,8 +95,17 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
         rows = list(csv.DictReader(f))
     assert {"objective", "pretrain_seed", "updates", "task", "seed", "metric",
             "score"} <= set(rows[0])
-    assert sorted((r["objective"], r["updates"], r["seed"]) for r in rows) == sorted(
-        (o, u, s) for o in ("mlm", "taco") for u in ("6", "12") for s in ("1", "2"))
+    assert sorted((r["objective"], r["updates"]) for r in rows) == sorted(
+        (o, u) for o in ("mlm", "taco") for u in ("6", "12"))
+    # the search at the last checkpoint: both points for both objectives, one chosen for all
+    search = json.loads((out / "search.json").read_text())
+    assert set(search["RTE"]["mean_dev_score"]) == {"bs32_lr5e-05_ep4", "bs32_lr0.0001_ep4"}
+    chosen = search["RTE"]["chosen"]
+    for objective in ("mlm", "taco"):
+        assert sorted(p.name for p in (out / "finetune" / f"{objective}-seed1@12" / "RTE")
+                      .iterdir()) == ["bs32_lr0.0001_ep4", "bs32_lr5e-05_ep4"]
+        assert [p.name for p in (out / "finetune" / f"{objective}-seed1@6" / "RTE")
+                .iterdir()] == [chosen]
     assert {r["task"] for r in rows} == {"RTE"} and {r["metric"] for r in rows} == {"accuracy"}
     assert all(0 <= float(r["score"]) <= 100 for r in rows)
 
@@ -95,7 +124,7 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
     assert all(float(m["valid_mlm_loss"]) > 0 and -1 <= float(m["contextual_score"]) <= 1
                for m in measures)
     report = (out / "report.md").read_text()
-    for text in ("## Wall time", "| mlm | 6 |", "| taco | 12 |", "taco − mlm at equal updates",
+    for text in ("## Wall time", "## Fine-tuning hyper-parameters", "| mlm | 6 |", "| taco | 12 |", "taco − mlm at equal updates",
                  "Speed-up of taco over mlm", "Does the baseline improve"):
         assert text in report
     for figure in ("glue_average", "difference", "tasks", "checkpoints"):
@@ -103,6 +132,14 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
     timings = json.loads((out / "timings.json").read_text())
     assert set(timings) == {"pre-training", "checkpoint measures", "fine-tuning search",
                             "fine-tuning"}
+
+    # the report of what has finished, running nothing: the same table
+    (out / "report.md").unlink()
+    only = run_script("compare_objectives.py", "--report-only", *command)
+    assert only.returncode == 0, only.stderr[-3000:]
+    assert "(finished before)" not in only.stdout + only.stderr
+    assert (out / "report.md").read_text().split("## Wall time")[1] == report.split(
+        "## Wall time")[1]
 
     # run again: nothing is trained again
     logs = {p: p.read_text() for p in (out / "pretrain").glob("*/train.log")}

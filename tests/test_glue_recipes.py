@@ -86,3 +86,23 @@ def test_a_recipe_runs_with_fairseq_hydra_train(glue_databin, trained_checkpoint
     valid = [r for r in parse_json_log(result.stdout.splitlines()) if r["kind"] == "valid"]
     assert valid and "valid_mcc" in valid[-1]
     assert (tmp_path / "checkpoint_best.pt").is_file()
+
+
+def test_an_update_cap_shortens_the_schedule_with_the_run():
+    """``max_updates`` (--max-updates SST-2=N): fairseq stops at the cap and the learning rate
+    decays to 0 there, not at the 4 epochs the cap cuts short."""
+    task = TASKS["SST-2"]
+    common = dict(arch="roberta_tiny", max_positions=64, train_rows=task.train_rows,
+                  hyper=DEFAULTS["small"], seed=1, save_dir=Path("SAVE"), user_dir=Path(USER_DIR))
+    full = options.parse_args_and_arch(options.get_training_parser(), finetune_args(
+        task, Path("DATA"), Path("CKPT"), **common))
+    capped = options.parse_args_and_arch(options.get_training_parser(), finetune_args(
+        task, Path("DATA"), Path("CKPT"), max_updates=500, **common))
+    assert int(full.total_num_update) == 4 * math.ceil(task.train_rows / 32)
+    assert full.max_update == 0
+    assert int(capped.total_num_update) == 500 and capped.max_update == 500
+    assert capped.warmup_updates == full.warmup_updates == 100
+    small = options.parse_args_and_arch(options.get_training_parser(), finetune_args(
+        TASKS["RTE"], Path("DATA"), Path("CKPT"), max_updates=10**6,
+        **dict(common, train_rows=2490)))
+    assert int(small.total_num_update) == small.max_update == 4 * math.ceil(2490 / 32)

@@ -17,10 +17,12 @@ Checkpoints are saved every ``gcd(checkpoint updates)`` updates (fairseq's
 deleted when the run has finished.
 """
 
+import fcntl
 import math
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
@@ -32,6 +34,7 @@ from .objectives import RECIPES_DIR, objective_args, shared_args
 
 USER_DIR = Path(__file__).resolve().parents[1]  # the taco_fairseq package, for --user-dir
 TRAIN_LOG = "train.log"
+LOCK_FILE = "pretrain.lock"
 
 
 @dataclass(frozen=True)
@@ -144,13 +147,39 @@ def pretrain(run: PretrainRun, settings: PretrainSettings, out_dir: Path,
         The run's directory.
 
     Raises:
-        RuntimeError: ``fairseq-train`` failed (the message ends with its log), or it ended
-            without a requested checkpoint.
+        RuntimeError: ``fairseq-train`` failed (the message ends with its log), it ended
+            without a requested checkpoint, or another process is training the run.
     """
     run_dir = Path(out_dir) / "pretrain" / run.name
     if is_finished(run_dir, settings):
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive(run_dir / LOCK_FILE):
+        _train(run, settings, run_dir, env)
+    return run_dir
+
+
+@contextmanager
+def _exclusive(path: Path):
+    """Hold an exclusive lock on ``path`` (two processes must never train one run).
+
+    Raises:
+        RuntimeError: another process holds it.
+    """
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"{path.parent} is being pre-trained by another process (it "
+                               f"holds {path}); wait for it or stop it") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _train(run: PretrainRun, settings: PretrainSettings, run_dir: Path,
+           env: Optional[dict]) -> None:
     log = run_dir / TRAIN_LOG
     args = pretrain_args(run, settings, run_dir)
     with open(log, "a", encoding="utf-8") as f:
@@ -173,7 +202,6 @@ def pretrain(run: PretrainRun, settings: PretrainSettings, out_dir: Path,
     for updates, path in have.items():
         if updates not in settings.checkpoint_updates:
             path.unlink()
-    return run_dir
 
 
 def validation_losses(run_dir: Path) -> Dict[int, float]:

@@ -19,6 +19,7 @@ each phase, summed over invocations), then the report's files.
 import json
 import logging
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -36,6 +37,8 @@ from .pretraining import PretrainRun, PretrainSettings, checkpoints, pretrain, v
 from .statistics import Score
 
 logger = logging.getLogger(__name__)
+
+_CHECKPOINT_NAME = re.compile(r"^(.+)-seed(\d+)@(\d+)$")
 
 
 @dataclass
@@ -194,15 +197,22 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
     return rows
 
 
-def search_points(options: StudyOptions, found: Sequence[StudyCheckpoint]) -> Dict[str, Hyperparameters]:
+def read_measures(options: StudyOptions) -> List[dict]:
+    """The checkpoint measures phase 2 has written so far (``OUT/measures``)."""
+    return [json.loads(path.read_text())
+            for path in sorted((options.out / "measures").glob("*.json"))]
+
+
+def search_points(options: StudyOptions,
+                  found: Sequence[StudyCheckpoint]) -> Dict[str, Hyperparameters]:
     """Phase 3: task → the fine-tuning point of the comparison (module doc); with one point,
     that point for every task. Writes ``OUT/search.json``."""
-    tasks = list(dict.fromkeys([*options.tasks, *options.final_tasks]))
     if len(options.points) == 1:
-        return {task: options.points[0] for task in tasks}
+        return chosen_points(options)
+    tasks = list(dict.fromkeys([*options.tasks, *options.final_tasks]))
     last = [c for c in found if c.updates == options.last_updates]
     runs = [FinetuneRun(_named(c), get_task(t), point, seed)
-            for c in last for t in tasks for point in options.points for seed in options.seeds]
+            for t in tasks for seed in options.seeds for point in options.points for c in last]
     results = run_all(runs, _runner_options(options), options.jobs)
     means: Dict[Tuple[str, Hyperparameters], List[float]] = {}
     for run, result in zip(runs, results):
@@ -222,27 +232,61 @@ def search_points(options: StudyOptions, found: Sequence[StudyCheckpoint]) -> Di
 def finetune_all(options: StudyOptions, found: Sequence[StudyCheckpoint],
                  points: Dict[str, Hyperparameters]) -> List[Score]:
     """Phase 4: every checkpoint on ``tasks`` and the last one on ``final_tasks`` too, every
-    seed, with the task's point; returns the dev scores."""
-    runs, owners = [], []
-    for checkpoint in found:
+    seed, with the task's point; returns the dev scores.
+
+    Runs go in the order that makes an interrupted phase most useful: the last checkpoint
+    first, then the first, then the others from the latest down; within a checkpoint the
+    objectives alternate, so finished runs come in comparable pairs."""
+    updates = sorted(options.settings.checkpoint_updates)
+    order = {u: i for i, u in enumerate([updates[-1], *updates[:-1][:1],
+                                         *reversed(updates[1:-1])])}
+    runs = []
+    for u in sorted(order, key=order.get):
         tasks = list(options.tasks)
-        if checkpoint.updates == options.last_updates:
+        if u == options.last_updates:
             tasks += [t for t in options.final_tasks if t not in tasks]
         for task in tasks:
             for seed in options.seeds:
-                runs.append(FinetuneRun(_named(checkpoint), get_task(task), points[task], seed))
-                owners.append(checkpoint)
-    results = run_all(runs, _runner_options(options), options.jobs)
+                runs += [FinetuneRun(_named(c), get_task(task), points[task], seed)
+                         for c in found if c.updates == u]
+    return scores_of(run_all(runs, _runner_options(options), options.jobs), points)
+
+
+def scores_of(results: Sequence[dict], points: Dict[str, Hyperparameters]) -> List[Score]:
+    """The dev scores of finished fine-tunings (``metrics.json`` contents) of comparison
+    checkpoints (named ``<objective>-seed<S>@<updates>``) at each task's ``points``; other
+    results are left out."""
     scores = []
-    for run, checkpoint, result in zip(runs, owners, results):
-        task = run.task
+    for result in results:
+        settings = result["settings"]
+        match = _CHECKPOINT_NAME.match(settings["checkpoint"])
+        task = get_task(settings["task"])
+        point = points.get(task.name)
+        if not match or point is None or (settings["batch_size"], settings["lr"],
+                                          settings["epochs"]) != (point.batch_size, point.lr,
+                                                                   point.epochs):
+            continue
+        objective, pretrain_seed, updates = match.group(1), int(match.group(2)), int(match.group(3))
         for eval_set in task.eval_sets:
             dev = result["dev"][eval_set.column]
-            scores.append(Score(checkpoint.run.objective, checkpoint.run.seed,
-                                checkpoint.updates, eval_set.column, run.seed,
-                                task.glue_metric, dev[task.glue_metric],
+            scores.append(Score(objective, pretrain_seed, updates, eval_set.column,
+                                settings["seed"], task.glue_metric, dev[task.glue_metric],
                                 task.paper_metric, dev[task.paper_metric]))
     return scores
+
+
+def chosen_points(options: StudyOptions) -> Dict[str, Hyperparameters]:
+    """Task → its point: the only one, or the one ``OUT/search.json`` chose (empty before
+    the search ran)."""
+    tasks = list(dict.fromkeys([*options.tasks, *options.final_tasks]))
+    if len(options.points) == 1:
+        return {task: options.points[0] for task in tasks}
+    path = options.out / "search.json"
+    if not path.is_file():
+        return {}
+    labels = {p.label: p for p in options.points}
+    return {task: labels[entry["chosen"]] for task, entry in json.loads(path.read_text()).items()
+            if entry["chosen"] in labels}
 
 
 def _named(checkpoint: StudyCheckpoint) -> PretrainedCheckpoint:

@@ -5,13 +5,17 @@ import itertools
 import json
 import logging
 import lzma
+import os
+import re
 import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import first_batch, fairseq_setup, run_fairseq, run_script, train_args
+from conftest import REPO, USER_DIR, first_batch, fairseq_setup, run_fairseq, run_script, train_args
 from distributed_worker import Backward
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
 
@@ -175,6 +179,35 @@ def test_blank_corpus_file(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_binary_file_is_refused(tmp_path):
+    """An executable (this Python interpreter) given as a corpus."""
+    binary = Path(sys.executable).resolve()
+    result = run_script("prepare_pretraining_data.py", "--train", binary, "--valid-docs", "1",
+                        "--vocab-size", "100", "--destdir", tmp_path / "out")
+    assert result.returncode != 0
+    message = re.search(rf"error: {re.escape(str(binary))}: (\d+) of (\d+) lines read \((\d+)%\) "
+                        r"are not UTF-8 text \(invalid bytes or NUL bytes\)", result.stderr)
+    assert message, result.stderr[-2000:]
+    bad, lines, share = map(int, message.groups())
+    assert bad > lines / 2 and share == round(100 * bad / lines)
+    assert "Traceback" not in result.stderr and not (tmp_path / "out" / "dict.txt").exists()
+
+
+def test_utf16_text_is_refused(wikitext_test, head, tmp_path):
+    corpus = tmp_path / "utf16.txt"
+    corpus.write_bytes(head(wikitext_test, 200).decode("utf-8").encode("utf-16"))  # with BOM
+    result = run_script("prepare_pretraining_data.py", "--train", corpus, "--valid-docs", "1",
+                        "--vocab-size", "100", "--destdir", tmp_path / "out")
+    assert result.returncode != 0
+    assert (f"error: {corpus}: the file is UTF-16 text (it starts with a UTF-16 byte-order "
+            "mark), not UTF-8") in result.stderr
+    # without a byte-order mark: every line has NUL bytes
+    corpus.write_bytes(head(wikitext_test, 200).decode("utf-8").encode("utf-16-le"))
+    result = run_script("prepare_pretraining_data.py", "--train", corpus, "--valid-docs", "1",
+                        "--vocab-size", "100", "--destdir", tmp_path / "out")
+    assert result.returncode != 0 and "(100%) are not UTF-8 text" in result.stderr
+
+
 @pytest.fixture(scope="module")
 def odd_corpus_databin(wikipedia_aa, tmp_path_factory):
     """Real Wikipedia text with a line of invalid UTF-8 and a line of ~2,600 tokens (10 kB,
@@ -194,7 +227,8 @@ def odd_corpus_databin(wikipedia_aa, tmp_path_factory):
 
 def test_non_utf8_bytes_are_replaced_and_logged(odd_corpus_databin):
     databin, result = odd_corpus_databin
-    assert "1 lines had bytes that are not valid UTF-8 (replaced by U+FFFD)" in result.stderr
+    assert "1 lines had bytes that are not valid UTF-8 or NUL bytes (replaced by U+FFFD)" in (
+        result.stderr)
     info = json.loads((databin / "prep_info.json").read_text())
     assert info["inputs"]["train"][0]["undecodable_lines"] == 1
 

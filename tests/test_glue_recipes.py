@@ -14,8 +14,10 @@ from taco_fairseq.glue.tasks import TASKS
 from taco_fairseq.training_log import parse_json_log
 
 CONFIGS = REPO / "examples" / "taco" / "config" / "finetuning"
-#: fields the user sets per run (??? in the recipes) or that only the runner sets
-PER_RUN = {"common.user_dir", "task.data", "checkpoint.restore_file"}
+#: fields the user sets per run or that only the runner sets: ??? where fairseq's schema has no
+#: default, else an interpolation that fails naming the field (??? gives way to the default)
+PER_RUN = {"common.user_dir": "${mandatory_value_missing}", "task.data": "???",
+           "checkpoint.restore_file": "${mandatory_value_missing}"}
 
 
 def config_file(task_name, size):
@@ -57,7 +59,7 @@ def test_recipes_match_the_runner(task_name, size):
     checked = 0
     for key, value in leaves(recipe):
         if key in PER_RUN:
-            assert value == "???", key
+            assert value == PER_RUN[key], key
             continue
         group, name = key.split(".")
         expected = parsed.arch if (group, name) == ("model", "_name") else getattr(
@@ -86,3 +88,21 @@ def test_a_recipe_runs_with_fairseq_hydra_train(glue_databin, trained_checkpoint
     valid = [r for r in parse_json_log(result.stdout.splitlines()) if r["kind"] == "valid"]
     assert valid and "valid_mcc" in valid[-1]
     assert (tmp_path / "checkpoint_best.pt").is_file()
+
+
+@pytest.mark.parametrize("config_dir, config_name, given, missing", [
+    (CONFIGS.parent / "pretraining", "taco_small", ["task.data=DATA"], "common.user_dir"),
+    (CONFIGS, "rte_small", ["task.data=DATA", f"common.user_dir={USER_DIR}"],
+     "checkpoint.restore_file"),
+])
+def test_a_recipe_without_a_required_value_stops_naming_it(config_dir, config_name, given,
+                                                           missing, tmp_path):
+    """Without common.user_dir fairseq said "Could not infer task type"; without
+    checkpoint.restore_file a GLUE recipe fine-tuned from random weights."""
+    result = run_fairseq(
+        "fairseq-hydra-train", "--config-dir", config_dir, "--config-name", config_name, *given,
+        f"checkpoint.save_dir={tmp_path}", f"hydra.run.dir={tmp_path / 'hydra'}", check=False)
+    assert result.returncode != 0
+    assert "Interpolation key 'mandatory_value_missing' not found" in result.stdout
+    assert f"full_key: {missing}" in result.stdout
+    assert "Could not infer task type" not in result.stdout and "train_inner" not in result.stdout

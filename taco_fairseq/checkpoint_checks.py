@@ -225,7 +225,9 @@ def restore_config(cfg, task, model):
     dictionary (:func:`check_checkpoint_fits`; RoBERTa models only, and not for
     ``taco_masked_lm``, which checks when it builds the model), so that e.g. a GLUE
     fine-tuning (``sentence_prediction``) with more ``--max-positions`` than the pre-training
-    checkpoint stops with a message instead of a ``size mismatch`` traceback.
+    checkpoint stops with a message instead of a ``size mismatch`` traceback; the
+    checkpoint's dictionary and SentencePiece fingerprints then go into the task's state, so
+    that the checkpoints of the run record them too.
 
     Args:
         cfg: fairseq's ``checkpoint`` config.
@@ -249,6 +251,12 @@ def restore_config(cfg, task, model):
         return cfg
     if isinstance(model, RobertaModel) and not isinstance(task, TacoMaskedLMTask):
         check_checkpoint_fits(path, model, task.source_dictionary)
+        # passed on to the checkpoints of this run (e.g. a GLUE fine-tuning), for its loaders
+        task_state = load_lazily(path).get("task_state") or {}
+        task.state.merge_state_dict(
+            {key: task_state[key] for key in (DICTIONARY_KEY, SENTENCEPIECE_KEY)
+             if key in task_state}
+        )
     last = _last_checkpoint(cfg)
     fell_back = (cfg.restore_file == DEFAULT_RESTORE_FILE and PathManager.isfile(last)
                  and os.path.abspath(path) != os.path.abspath(last))

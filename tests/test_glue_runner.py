@@ -12,9 +12,10 @@ import torch
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from conftest import run_script
+from conftest import USER_DIR, run_fairseq, run_script
+from taco_fairseq.checkpoint_checks import DICTIONARY_KEY, SENTENCEPIECE_KEY
 from taco_fairseq.glue.prepare import GluePrepOptions, prepare_glue
-from taco_fairseq.glue.predict import read_predictions
+from taco_fairseq.glue.predict import FinetunedModel, read_predictions
 from taco_fairseq.glue.pretrained import (
     PretrainedCheckpoint,
     check_compatible,
@@ -159,6 +160,33 @@ def test_a_dictionary_that_differs_from_the_checkpoints_is_an_error(
             rf"encoded {re.escape(str(data / 'RTE'))}\)")):
         check(trained_checkpoint, data, tmp_path)
     assert not (tmp_path / "runs").exists()  # nothing started
+
+
+def test_finetuned_checkpoints_record_and_check_the_fingerprints(
+        tiny_databin, trained_checkpoint, glue_databin, tmp_path):
+    """A fine-tuning records the pre-training checkpoint's dictionary and SentencePiece
+    fingerprints, so that the loaders of fine-tuned checkpoints can check them too."""
+    pretrained = trained_checkpoint / "checkpoint_last.pt"
+    run_fairseq(
+        "fairseq-train", glue_databin / "RTE", "--user-dir", USER_DIR, "--task",
+        "sentence_prediction", "--criterion", "sentence_prediction_summable", "--num-classes",
+        "2", "--init-token", "0", "--separator-token", "2", "--arch", "roberta_tiny",
+        "--max-positions", "64", "--shorten-method", "truncate", "--restore-file", pretrained,
+        "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--optimizer", "adam",
+        "--lr", "1e-5", "--batch-size", "8", "--max-update", "1", "--cpu", "--num-workers", "0",
+        "--disable-validation", "--save-dir", tmp_path / "run")
+    recorded = torch.load(pretrained, weights_only=True)["task_state"]
+    finetuned = tmp_path / "run" / "checkpoint_last.pt"
+    state = torch.load(finetuned, weights_only=True)["task_state"]
+    for key in (DICTIONARY_KEY, SENTENCEPIECE_KEY):
+        assert state[key] == recorded[key], key
+    FinetunedModel(finetuned, glue_databin / "RTE", cpu=True)  # its own data: loads
+    lines = (tiny_databin / "dict.txt").read_text().splitlines(keepends=True)
+    swapped = rte_with(tiny_databin, tmp_path / "swapped", lines[:10] + [lines[11], lines[10]]
+                       + lines[12:])
+    with pytest.raises(ValueError, match=rf"{re.escape(str(finetuned))} was trained with another "
+                                         r"dictionary \(2001 symbols\)"):
+        FinetunedModel(finetuned, swapped / "RTE", cpu=True)
 
 
 def test_preparation_checks_the_data_bin_against_the_checkpoint(tiny_databin, trained_checkpoint,

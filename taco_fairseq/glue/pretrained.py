@@ -30,6 +30,11 @@ from .prepare import INFO_FILE, read_prep_info
 logger = logging.getLogger(__name__)
 
 _EMBEDDINGS = "encoder.sentence_encoder.embed_tokens.weight"
+#: The end of an error about GLUE data that does not fit a checkpoint.
+GLUE_DATA_FIX = (
+    "Prepare the GLUE data with the data-bin the checkpoint was pre-trained on: "
+    "scripts/prepare_glue.py --pretraining-data DATA_BIN"
+)
 _NAME = re.compile(r"[^A-Za-z0-9_.@+-]+")
 
 
@@ -117,9 +122,8 @@ def check_compatible(
     """Check that the GLUE data in ``task_dir`` was encoded with the checkpoint's dictionary
     and SentencePiece model.
 
-    The shared check of every loader
-    (:func:`taco_fairseq.checkpoint_checks.check_dictionary`) compares ``input0/dict.txt`` and
-    the SentencePiece model that ``prep_info.json`` records (by its SHA-256) with the
+    The shared check of every loader (:func:`check_glue_data`) compares ``input0/dict.txt``
+    and the SentencePiece model that ``prep_info.json`` records (by its SHA-256) with the
     fingerprints the checkpoint records. A checkpoint without a dictionary fingerprint (e.g.
     fairseq's ``masked_lm``) is checked by size, and its dictionary's symbols against the
     pre-training data-bin's (``pretraining_data``, else the one recorded in the checkpoint) when
@@ -129,21 +133,8 @@ def check_compatible(
         ValueError: sizes, symbols or SentencePiece models differ; the message names both
             files and the fix.
     """
-    task_dir = Path(task_dir)
-    glue_dict = task_dir / "input0" / DICT_FILE
-    fix = (
-        "Prepare the GLUE data with the data-bin the checkpoint was pre-trained on: "
-        "scripts/prepare_glue.py --pretraining-data DATA_BIN"
-    )
-    prep = read_prep_info(task_dir) if (task_dir / INFO_FILE).is_file() else {}
-    encoded_with = Path(prep.get("pretraining_data", "?")) / MODEL_FILE
     state = load_lazily(checkpoint)
-    dictionary = load_task_dictionary(glue_dict)
-    check_dictionary(
-        checkpoint, state, dictionary, str(glue_dict),
-        sentencepiece_model=f"{encoded_with} (which encoded {task_dir})" if prep else None,
-        sentencepiece_sha256=prep.get("sentencepiece_sha256"), fix=fix,
-    )
+    dictionary = check_glue_data(checkpoint, state, task_dir)
     if DICTIONARY_KEY in (state.get("task_state") or {}):
         return
     data = Path(pretraining_data) if pretraining_data else info.data
@@ -157,5 +148,34 @@ def check_compatible(
     if load_task_dictionary(data / DICT_FILE).symbols != dictionary.symbols:
         raise OptionError(
             f"the GLUE data in {task_dir} was encoded with another dictionary than {checkpoint} "
-            f"was pre-trained with ({data / DICT_FILE}). {fix}"
+            f"was pre-trained with ({data / DICT_FILE}). {GLUE_DATA_FIX}"
         )
+
+
+def check_glue_data(checkpoint, state: dict, task_dir: Path):
+    """:func:`taco_fairseq.checkpoint_checks.check_dictionary` for a prepared GLUE task
+    directory: its ``input0/dict.txt`` and the SentencePiece model its ``prep_info.json``
+    records (by SHA-256).
+
+    Args:
+        checkpoint: a pre-training or fine-tuned checkpoint (path, for messages).
+        state: the checkpoint (:func:`taco_fairseq.checkpoint_checks.load_lazily`).
+        task_dir: the prepared task directory.
+
+    Returns:
+        the task's dictionary (``input0/dict.txt`` with ``<mask>``).
+
+    Raises:
+        ValueError: as ``check_dictionary``, with the GLUE fix.
+    """
+    task_dir = Path(task_dir)
+    glue_dict = task_dir / "input0" / DICT_FILE
+    prep = read_prep_info(task_dir) if (task_dir / INFO_FILE).is_file() else {}
+    encoded_with = Path(prep.get("pretraining_data", "?")) / MODEL_FILE
+    dictionary = load_task_dictionary(glue_dict)
+    check_dictionary(
+        checkpoint, state, dictionary, str(glue_dict),
+        sentencepiece_model=f"{encoded_with} (which encoded {task_dir})" if prep else None,
+        sentencepiece_sha256=prep.get("sentencepiece_sha256"), fix=GLUE_DATA_FIX,
+    )
+    return dictionary

@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="directory with one directory per GLUE task (RTE/, MNLI/, ...)")
     parser.add_argument("--pretraining-data", type=Path, required=True,
                         help="pre-training data-bin with sentencepiece.bpe.model and dict.txt")
+    parser.add_argument("--checkpoint", type=Path, metavar="FILE",
+                        help="the pre-training checkpoint to be fine-tuned: stop unless "
+                        "--pretraining-data has its dict.txt and sentencepiece.bpe.model")
     parser.add_argument("--destdir", type=Path, required=True,
                         help="output directory; task T goes to DESTDIR/T")
     parser.add_argument("--tasks", nargs="+", default=[], metavar="TASK",
@@ -56,7 +59,8 @@ def main(argv=None) -> None:
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=logging.INFO, force=True)
     options = GluePrepOptions(
-        glue_dir=args.glue_dir, pretraining_data=args.pretraining_data, destdir=args.destdir,
+        glue_dir=args.glue_dir, pretraining_data=args.pretraining_data,
+        checkpoint=args.checkpoint, destdir=args.destdir,
         tasks=args.tasks, workers=args.workers, skip_malformed=args.skip_malformed,
         keep_text=args.keep_text, force=args.force,
     )

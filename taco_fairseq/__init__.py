@@ -2,7 +2,9 @@
 
 Importing the package (or passing ``--user-dir taco_fairseq``) registers the ``taco_masked_lm``
 task, the ``taco``, ``mlm`` and ``sentence_prediction_summable`` (GLUE) criterions and the
-``roberta_{tiny,mini,small,medium}`` architectures, and lets fairseq checkpoints load under ``torch.load(weights_only=True)``.
+``roberta_{tiny,mini,small,medium}`` architectures, lets fairseq checkpoints load under
+``torch.load(weights_only=True)``, applies the fixes of :mod:`taco_fairseq.fairseq_patches` and
+reports the plugin's configuration errors in one line (:mod:`taco_fairseq.errors`).
 """
 
 import warnings
@@ -15,8 +17,12 @@ warnings.filterwarnings(
 )
 
 from . import checkpoint_compat  # noqa: E402,F401  (allow-lists the globals of fairseq checkpoints)
+from . import errors, fairseq_patches  # noqa: E402
 from .criterions import mlm, sentence_prediction_summable, taco  # noqa: E402,F401
 from .models import roberta_sizes  # noqa: E402,F401
 from .tasks import taco_masked_lm  # noqa: E402,F401
+
+errors.install_excepthook()
+fairseq_patches.apply()
 
 __version__ = "0.1.0"

@@ -9,8 +9,11 @@ What a file becomes:
 * **Compression** is chosen by the file name: ``.xz`` (lzma), ``.gz`` (gzip), anything else is
   read as is.
 * **Decoding**: UTF-8; a leading byte-order mark is dropped. A line with bytes that are not valid
-  UTF-8 is decoded with U+FFFD replacement characters instead of failing; the number of such
-  lines is counted in :attr:`FileStats.undecodable_lines` and logged as a warning.
+  UTF-8, or with NUL bytes, is decoded with U+FFFD replacement characters instead of failing;
+  the number of such lines is counted in :attr:`FileStats.undecodable_lines` and logged as a
+  warning. A file where more than :data:`MAX_UNDECODABLE_SHARE` of the non-blank lines are
+  such lines (a binary file, text in another encoding) is refused, and so is a file that starts
+  with a UTF-16 byte-order mark.
 * **Lines** are split at ``\\n``; every run of whitespace (``str.split``: CR, tabs, non-breaking
   and other Unicode spaces) becomes one ASCII space and the ends are stripped, so the pieces of
   a line never contain a character that fairseq's tokenizer would split on. Empty lines are
@@ -41,6 +44,10 @@ PathLike = Union[str, Path]
 
 #: A Project Gutenberg start marker is only looked for in this many first lines of a file.
 GUTENBERG_HEADER_MAX_LINES = 1000
+#: A file with a larger share of undecodable non-blank lines is not taken for UTF-8 text.
+MAX_UNDECODABLE_SHARE = 0.5
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 _GUTENBERG_START = re.compile(r"\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
 _GUTENBERG_END = re.compile(
@@ -63,7 +70,8 @@ class FileStats:
         gutenberg_stripped: whether a Project Gutenberg header (and footer) was dropped.
         docs: documents yielded.
         lines: non-empty lines yielded.
-        undecodable_lines: lines that had invalid UTF-8 (decoded with U+FFFD).
+        read_lines: non-blank lines read (before markup and boilerplate are dropped).
+        undecodable_lines: lines that had invalid UTF-8 or NUL bytes (decoded with U+FFFD).
     """
 
     path: str
@@ -71,6 +79,7 @@ class FileStats:
     gutenberg_stripped: bool = False
     docs: int = 0
     lines: int = 0
+    read_lines: int = 0
     undecodable_lines: int = 0
 
 
@@ -93,24 +102,36 @@ def open_binary(path: PathLike) -> BinaryIO:
 def read_lines(path: PathLike, stats: FileStats) -> Iterator[str]:
     """Yield the lines of a text file, decoded and whitespace-normalized (see the module doc).
 
-    Empty lines are yielded as ``""``. Lines with invalid UTF-8 are counted in
-    ``stats.undecodable_lines``.
+    Empty lines are yielded as ``""``. Non-blank lines are counted in ``stats.read_lines``,
+    those with invalid UTF-8 or NUL bytes in ``stats.undecodable_lines``.
 
     Raises:
         FileNotFoundError: if the file does not exist.
-        ValueError: if a ``.xz``/``.gz`` file is corrupt or truncated (the message names it).
+        ValueError: if a ``.xz``/``.gz`` file is corrupt or truncated, or the file starts with
+            a UTF-16 byte-order mark (the message names the file).
     """
     with open_binary(path) as f:
         try:
             for number, raw in enumerate(f):
+                if number == 0 and raw.startswith(_UTF16_BOMS):
+                    raise ValueError(
+                        f"{path}: the file is UTF-16 text (it starts with a UTF-16 byte-order "
+                        "mark), not UTF-8; convert it first, e.g. iconv -f UTF-16 -t UTF-8 "
+                        f"{path} > {Path(path).stem}.utf8.txt"
+                    )
                 try:
                     text = raw.decode("utf-8")
+                    undecodable = "\x00" in text
+                    text = text.replace("\x00", "\ufffd")
                 except UnicodeDecodeError:
                     text = raw.decode("utf-8", errors="replace")
-                    stats.undecodable_lines += 1
+                    undecodable = True
                 if number == 0 and text.startswith("\ufeff"):
                     text = text[1:]
-                yield " ".join(text.split())
+                text = " ".join(text.split())
+                stats.read_lines += bool(text)
+                stats.undecodable_lines += undecodable
+                yield text
         except (lzma.LZMAError, gzip.BadGzipFile, zlib.error, EOFError) as e:
             raise ValueError(f"{path}: cannot decompress the file ({e})") from e
 
@@ -135,8 +156,9 @@ def read_document_lines(
 
     Raises:
         FileNotFoundError: if the file does not exist.
-        ValueError: if the file yields no text (empty, blank or markup only) or cannot be
-            decompressed; the message names the file.
+        ValueError: if the file yields no text (empty, blank or markup only), cannot be
+            decompressed, is UTF-16, or more than :data:`MAX_UNDECODABLE_SHARE` of its
+            non-blank lines are not UTF-8 text; the message names the file.
     """
     if stats is None:
         stats = FileStats(str(path))
@@ -153,11 +175,18 @@ def read_document_lines(
             lines = _gutenberg_body(lines)
         items = itertools.chain([_NEW_DOC], lines)
     yield from _layout(items, stats, max_docs, max_lines)
+    if stats.undecodable_lines > MAX_UNDECODABLE_SHARE * stats.read_lines:
+        raise ValueError(
+            f"{path}: {stats.undecodable_lines} of {stats.read_lines} lines read "
+            f"({stats.undecodable_lines / stats.read_lines:.0%}) are not UTF-8 text (invalid "
+            "bytes or NUL bytes): a binary file or text in another encoding? Give UTF-8 text "
+            "files (plain, .xz or .gz)"
+        )
     if stats.lines == 0:
         raise ValueError(f"{path}: no text found (the file is empty, blank or markup only)")
     if stats.undecodable_lines:
         logger.warning(
-            "%s: %d lines had bytes that are not valid UTF-8 (replaced by U+FFFD)",
+            "%s: %d lines had bytes that are not valid UTF-8 or NUL bytes (replaced by U+FFFD)",
             path,
             stats.undecodable_lines,
         )

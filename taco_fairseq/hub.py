@@ -21,12 +21,16 @@ import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.models.roberta import RobertaHubInterface
 
+from . import checkpoint_checks
+
 PathLike = Union[str, Path]
 
 #: The SentencePiece model file of a data-bin (``scripts/prepare_pretraining_data.py``).
 SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
 #: Tried in this order when :func:`from_pretrained` is given a directory.
 CHECKPOINT_NAMES = ("checkpoint_best.pt", "checkpoint_last.pt", "model.pt")
+#: Where a task's dictionary lies in its data directory (default: ``dict.txt`` at the top).
+_DICT_DIRS = {"sentence_prediction": "input0"}
 
 
 def resolve_checkpoint(checkpoint: PathLike) -> Path:
@@ -53,20 +57,15 @@ def resolve_checkpoint(checkpoint: PathLike) -> Path:
     raise FileNotFoundError(f"checkpoint not found: {path}")
 
 
-def recorded_data_dir(checkpoint: PathLike) -> str:
-    """The data directory a checkpoint was trained on (``--data`` / ``task.data``).
+def recorded_data_dir(checkpoint: PathLike) -> Optional[str]:
+    """The data directory a checkpoint was trained on (``--data`` / ``task.data``; a relative
+    one is looked for beside the checkpoint first, then in the current directory), or None.
 
     Reads only the checkpoint's configuration (the tensors are memory-mapped, not read;
     importing ``taco_fairseq`` lets ``torch.load`` read fairseq checkpoints).
     """
-    try:
-        state = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=True)
-    except RuntimeError:  # checkpoints saved before torch's zip format cannot be mapped
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    if state.get("args") is not None:
-        return state["args"].data
-    task = state["cfg"]["task"]
-    return task["data"] if isinstance(task, dict) else task.data
+    state = checkpoint_checks.load_lazily(checkpoint)
+    return checkpoint_checks.recorded_data_dir(checkpoint, state)
 
 
 class TacoHubInterface(RobertaHubInterface):
@@ -135,7 +134,7 @@ def from_pretrained(
         checkpoint: a checkpoint file, or a save directory (:func:`resolve_checkpoint`).
         data_dir: the data-bin whose ``dict.txt`` the model was trained with (for
             ``sentence_prediction``: the task directory with ``input0/``); default: the one
-            recorded in the checkpoint.
+            recorded in the checkpoint (:func:`recorded_data_dir`).
         sentencepiece_model: default: ``data_dir/sentencepiece.bpe.model`` (a GLUE task
             directory has none: pass the pre-training data-bin's).
 
@@ -147,18 +146,22 @@ def from_pretrained(
         ``.cuda()`` moves it to the GPU.
 
     Raises:
-        FileNotFoundError: if the checkpoint, the data directory or the SentencePiece model is
-            missing; the message names the argument to pass.
-        ValueError: if the data directory's dictionary does not fit the model.
+        FileNotFoundError: if the checkpoint, the data directory, its ``dict.txt`` or the
+            SentencePiece model is missing; the message names the argument to pass.
+        ValueError: if the data directory's dictionary or the SentencePiece model is not the
+            one the checkpoint was trained with
+            (:func:`taco_fairseq.checkpoint_checks.check_dictionary`; the message names both).
     """
     checkpoint = resolve_checkpoint(checkpoint)
     if data_dir is None:
-        data_dir = Path(recorded_data_dir(checkpoint))
-        if not data_dir.is_dir():
+        recorded = recorded_data_dir(checkpoint)
+        if recorded is None or not Path(recorded).is_dir():
             raise FileNotFoundError(
-                f"{checkpoint} was trained on data directory {data_dir}, which does not exist "
-                "here; pass data_dir= (the data-bin with the model's dict.txt)"
+                f"{checkpoint} was trained on data directory {recorded}, which does not exist "
+                "here (a relative one was looked for beside the checkpoint and in the current "
+                "directory); pass data_dir= (the data-bin with the model's dict.txt)"
             )
+        data_dir = recorded
     data_dir = Path(data_dir).resolve()
     if not data_dir.is_dir():
         raise FileNotFoundError(f"data_dir not found: {data_dir}")
@@ -171,21 +174,30 @@ def from_pretrained(
             )
     elif not Path(sentencepiece_model).is_file():
         raise FileNotFoundError(f"sentencepiece_model not found: {sentencepiece_model}")
-    try:
-        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-            [str(checkpoint)],
-            arg_overrides={
-                "data": str(data_dir),
-                "bpe": "sentencepiece",
-                "sentencepiece_model": str(Path(sentencepiece_model).resolve()),
-                "load_checkpoint_heads": True,
-            },
-        )
-    except RuntimeError as e:
-        if "size mismatch" not in str(e):
-            raise
-        raise ValueError(
-            f"{checkpoint} does not fit the dictionary of {data_dir} (other vocabulary size); "
-            "pass data_dir= with the data-bin the model was trained on"
-        ) from e
+    sentencepiece_model = Path(sentencepiece_model).resolve()
+    state = checkpoint_checks.load_lazily(checkpoint)
+    dict_file = data_dir / _DICT_DIRS.get(_task_name(state), "") / "dict.txt"
+    if not dict_file.is_file():
+        raise FileNotFoundError(f"no {dict_file.relative_to(data_dir)} in {data_dir}; pass "
+                                "data_dir= (the data-bin with the model's dict.txt)")
+    checkpoint_checks.check_dictionary(
+        checkpoint, state, checkpoint_checks.load_task_dictionary(dict_file), str(dict_file),
+        sentencepiece_model,
+    )
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(checkpoint)],
+        arg_overrides={
+            "data": str(data_dir),
+            "bpe": "sentencepiece",
+            "sentencepiece_model": str(sentencepiece_model),
+            "load_checkpoint_heads": True,
+        },
+    )
     return TacoHubInterface(cfg, task, models[0]).eval()
+
+
+def _task_name(state: dict) -> Optional[str]:
+    if state.get("args") is not None:
+        return getattr(state["args"], "task", None)
+    task = (state.get("cfg") or {}).get("task")
+    return task.get("_name") if isinstance(task, dict) else getattr(task, "_name", None)

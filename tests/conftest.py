@@ -109,8 +109,9 @@ def first_batch(task, split="valid", batch_size=4):
     return next(itr)
 
 
-def run_fairseq(command, *args, check=True, timeout=600):
-    """Run a fairseq console command (``fairseq-train``, …) of this interpreter's environment.
+def run_fairseq(command, *args, check=True, timeout=600, env=None):
+    """Run a fairseq console command (``fairseq-train``, …) of this interpreter's environment,
+    with ``env`` added to the environment.
 
     Returns:
         the ``subprocess.CompletedProcess`` (stdout and stderr merged, text).
@@ -123,6 +124,7 @@ def run_fairseq(command, *args, check=True, timeout=600):
         text=True,
         timeout=timeout,
         cwd=REPO,
+        env={**os.environ, **(env or {})},
     )
     if check and result.returncode != 0:
         raise AssertionError(f"{command} failed ({result.returncode}):\n{result.stdout[-4000:]}")

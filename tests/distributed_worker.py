@@ -21,6 +21,7 @@ DDP_VARIANTS = {
     "positions-masked": ("--tc-positions", "masked"),
     "positions-unmasked": ("--tc-positions", "unmasked"),
     "embedding-token": ("--tc-embedding", "token"),
+    "embedding-original-token": ("--tc-embedding", "original-token"),
     "keys-with-gradient": ("--tc-detach-keys",),
     "weight-0": ("--tc-weight", "0"),
     "cross-worker-negatives": ("--tc-cross-worker-negatives",),

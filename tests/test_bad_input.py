@@ -5,13 +5,17 @@ import itertools
 import json
 import logging
 import lzma
+import os
+import re
 import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import first_batch, fairseq_setup, run_fairseq, run_script, train_args
+from conftest import REPO, USER_DIR, first_batch, fairseq_setup, run_fairseq, run_script, train_args
 from distributed_worker import Backward
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
 
@@ -27,8 +31,12 @@ import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
         (("--mask-prob", "-0.1"), "--mask-prob must be in"),
         (("--random-token-prob", "1.2"), "--random-token-prob must be in"),
         (("--leave-unmasked-prob", "0.6", "--random-token-prob", "0.6"), "must be <= 1"),
-        (("--tc-positions", "masked", "--mask-prob", "0"), "leaves no anchor"),
-        (("--tc-positions", "unmasked", "--mask-prob", "1"), "leaves no anchor"),
+        # fairseq's masking asserts 0 < p < 1; p = 0 also left --tc-positions masked without
+        # anchors, p = 1 --tc-positions unmasked
+        (("--mask-prob", "0"), r"--mask-prob must be in the open interval \(0, 1\), got 0"),
+        (("--mask-prob", "1"), r"--mask-prob must be in the open interval \(0, 1\), got 1"),
+        (("--tc-positions", "masked", "--mask-prob", "0"), "--mask-prob must be in the open"),
+        (("--mask-multiple-length", "0"), "--mask-multiple-length must be >= 1"),
         (("--max-positions", "32"), "--tokens-per-sample 64 exceeds the model's --max-positions"),
         (("--fp16",), "--fp16 needs a CUDA GPU"),
         (("--bf16",), "--bf16 means TPU training"),
@@ -88,11 +96,69 @@ def test_missing_restore_file_stops_fairseq_train(tiny_databin, tmp_path):
     missing = tmp_path / "no_such_checkpoint.pt"
     with pytest.raises(FileNotFoundError, match=f"--restore-file {missing}: no such checkpoint"):
         fairseq_setup(tiny_databin, "--restore-file", str(missing))
-    out = run_fairseq("fairseq-train", *train_args(tiny_databin, tmp_path / "run", "--restore-file",
-                                                     missing), check=False)
+    command = train_args(tiny_databin, tmp_path / "run", "--restore-file", missing)
+    out = run_fairseq("fairseq-train", *command, check=False)
     assert out.returncode != 0
-    assert f"FileNotFoundError: --restore-file {missing}: no such checkpoint" in out.stdout
     assert "train_inner" not in out.stdout  # stopped before training from scratch
+    # the project's one-line message ends the output, without fairseq's traceback
+    assert out.stdout.strip().splitlines()[-1].startswith(
+        f"error: --restore-file {missing}: no such checkpoint (fairseq would start from scratch)")
+    assert "Traceback" not in out.stdout
+    debug = run_fairseq("fairseq-train", *command, check=False, env={"TACO_FAIRSEQ_DEBUG": "1"})
+    assert debug.returncode != 0 and "Traceback (most recent call last)" in debug.stdout
+    assert f"InputNotFoundError: --restore-file {missing}: no such checkpoint" in debug.stdout
+
+
+def test_configuration_errors_end_fairseq_hydra_train_in_one_line(tiny_databin, tmp_path):
+    out = run_fairseq(
+        "fairseq-hydra-train", "--config-dir", REPO / "examples/taco/config/pretraining",
+        "--config-name", "taco_small", f"task.data={tiny_databin}", f"common.user_dir={USER_DIR}",
+        "task.tc_window=4", "common.fp16=false", "common.cpu=true",
+        f"checkpoint.save_dir={tmp_path / 'run'}", f"hydra.run.dir={tmp_path / 'hydra'}",
+        check=False)
+    assert out.returncode != 0
+    # hydra: "Error executing job with overrides: [...]", the message, its HYDRA_FULL_ERROR hint
+    lines = out.stdout.strip().splitlines()
+    assert lines[-3] == ("--tc-window must be an odd integer >= 3 (the window W around the "
+                         "anchor, e.g. 5 as in the paper), got 4")
+    assert lines[-4].startswith("Error executing job with overrides")
+    assert "Traceback" not in out.stdout
+
+
+def test_relative_paths_under_hydra_are_explained(tiny_databin, tmp_path):
+    """hydra runs the job in hydra.run.dir: a --data relative to where the command was
+    started (here the repository) is not found there."""
+    relative = os.path.relpath(tiny_databin, REPO)
+    out = run_fairseq(
+        "fairseq-hydra-train", "--config-dir", REPO / "examples/taco/config/pretraining",
+        "--config-name", "taco_small", f"task.data={relative}", f"common.user_dir={USER_DIR}",
+        "common.fp16=false", "common.cpu=true", f"hydra.run.dir={tmp_path / 'hydra'}",
+        check=False)
+    assert out.returncode != 0
+    assert (f"the directory {relative!r} does not exist (fairseq-hydra-train runs in "
+            f"{tmp_path / 'hydra'}, not in {REPO} where it was started: give absolute paths, "
+            f"e.g. $PWD/{relative}). Point --data") in out.stdout
+
+
+def test_finetuning_with_more_positions_than_pretraining(trained_checkpoint, glue_databin,
+                                                         tmp_path):
+    """The GLUE recipe (sentence_prediction) gets the plugin's checkpoint check too."""
+    out = run_fairseq(
+        "fairseq-train", glue_databin / "RTE", "--user-dir", USER_DIR, "--task",
+        "sentence_prediction", "--criterion", "sentence_prediction_summable", "--num-classes",
+        "2", "--init-token", "0", "--separator-token", "2", "--arch", "roberta_tiny",
+        "--max-positions", "128", "--restore-file", trained_checkpoint / "checkpoint_last.pt",
+        "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--optimizer", "adam",
+        "--lr", "1e-5", "--batch-size", "8", "--max-update", "1", "--cpu", "--save-dir",
+        tmp_path / "run", check=False)
+    assert out.returncode != 0
+    assert out.stdout.strip().splitlines()[-1] == (
+        f"error: checkpoint {trained_checkpoint / 'checkpoint_last.pt'} was pre-trained with "
+        "--max-positions 64 (66 position embeddings); the model being trained has "
+        "--max-positions 128. Use --max-positions 64 (hydra: task.max_positions and "
+        "model.max_positions); sentence_prediction cuts longer inputs with --shorten-method "
+        "truncate.")
+    assert "size mismatch" not in out.stdout and "Traceback" not in out.stdout
 
 
 def test_missing_continue_once_file(tiny_databin, tmp_path):
@@ -175,6 +241,35 @@ def test_blank_corpus_file(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_binary_file_is_refused(tmp_path):
+    """An executable (this Python interpreter) given as a corpus."""
+    binary = Path(sys.executable).resolve()
+    result = run_script("prepare_pretraining_data.py", "--train", binary, "--valid-docs", "1",
+                        "--vocab-size", "100", "--destdir", tmp_path / "out")
+    assert result.returncode != 0
+    message = re.search(rf"error: {re.escape(str(binary))}: (\d+) of (\d+) lines read \((\d+)%\) "
+                        r"are not UTF-8 text \(invalid bytes or NUL bytes\)", result.stderr)
+    assert message, result.stderr[-2000:]
+    bad, lines, share = map(int, message.groups())
+    assert bad > lines / 2 and share == round(100 * bad / lines)
+    assert "Traceback" not in result.stderr and not (tmp_path / "out" / "dict.txt").exists()
+
+
+def test_utf16_text_is_refused(wikitext_test, head, tmp_path):
+    corpus = tmp_path / "utf16.txt"
+    corpus.write_bytes(head(wikitext_test, 200).decode("utf-8").encode("utf-16"))  # with BOM
+    result = run_script("prepare_pretraining_data.py", "--train", corpus, "--valid-docs", "1",
+                        "--vocab-size", "100", "--destdir", tmp_path / "out")
+    assert result.returncode != 0
+    assert (f"error: {corpus}: the file is UTF-16 text (it starts with a UTF-16 byte-order "
+            "mark), not UTF-8") in result.stderr
+    # without a byte-order mark: every line has NUL bytes
+    corpus.write_bytes(head(wikitext_test, 200).decode("utf-8").encode("utf-16-le"))
+    result = run_script("prepare_pretraining_data.py", "--train", corpus, "--valid-docs", "1",
+                        "--vocab-size", "100", "--destdir", tmp_path / "out")
+    assert result.returncode != 0 and "(100%) are not UTF-8 text" in result.stderr
+
+
 @pytest.fixture(scope="module")
 def odd_corpus_databin(wikipedia_aa, tmp_path_factory):
     """Real Wikipedia text with a line of invalid UTF-8 and a line of ~2,600 tokens (10 kB,
@@ -194,7 +289,8 @@ def odd_corpus_databin(wikipedia_aa, tmp_path_factory):
 
 def test_non_utf8_bytes_are_replaced_and_logged(odd_corpus_databin):
     databin, result = odd_corpus_databin
-    assert "1 lines had bytes that are not valid UTF-8 (replaced by U+FFFD)" in result.stderr
+    assert "1 lines had bytes that are not valid UTF-8 or NUL bytes (replaced by U+FFFD)" in (
+        result.stderr)
     info = json.loads((databin / "prep_info.json").read_text())
     assert info["inputs"]["train"][0]["undecodable_lines"] == 1
 

@@ -93,6 +93,33 @@ def test_undecodable_bytes_are_replaced_and_counted(tmp_path, caplog):
     assert str(path) in caplog.text and "1 lines" in caplog.text
 
 
+def test_nul_bytes_count_as_undecodable(tmp_path):
+    path = tmp_path / "nul.txt"
+    path.write_bytes(b"a\x00b\nok\n\nfine\n")
+    lines, stats = _read(path)
+    assert lines == ["a\ufffdb", "ok", "fine"]
+    assert (stats.undecodable_lines, stats.read_lines) == (1, 3)
+
+
+def test_a_file_of_mostly_undecodable_lines_is_an_error(tmp_path):
+    path = tmp_path / "binary.dat"
+    path.write_bytes(b"\x80\x81 x\n" * 3 + b"ok\n")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{path}: 3 of 4 lines read (75%) are not UTF-8 text (invalid bytes or NUL bytes)")):
+        _read(path)
+    path.write_bytes(b"\x80\x81 x\n" * 2 + b"ok\n" * 2)  # half: kept, with a warning
+    assert _read(path)[1].undecodable_lines == 2
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_utf16_with_a_byte_order_mark_is_an_error(tmp_path, encoding):
+    path = tmp_path / "utf16.txt"
+    path.write_bytes(("\ufeff" if encoding.endswith("be") else "").encode(encoding)
+                     + "Some text.\n".encode(encoding))
+    with pytest.raises(ValueError, match="the file is UTF-16 text"):
+        _read(path)
+
+
 def test_limits(wikipedia_aa):
     lines, stats = _read(wikipedia_aa, max_docs=3)
     assert lines.count("") == 2 and stats.docs == 3

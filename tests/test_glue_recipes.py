@@ -14,8 +14,10 @@ from taco_fairseq.glue.tasks import TASKS
 from taco_fairseq.training_log import parse_json_log
 
 CONFIGS = REPO / "examples" / "taco" / "config" / "finetuning"
-#: fields the user sets per run (??? in the recipes) or that only the runner sets
-PER_RUN = {"common.user_dir", "task.data", "checkpoint.restore_file"}
+#: fields the user sets per run or that only the runner sets: ??? where fairseq's schema has no
+#: default, else an interpolation that fails naming the field (??? gives way to the default)
+PER_RUN = {"common.user_dir": "${mandatory_value_missing}", "task.data": "???",
+           "checkpoint.restore_file": "${mandatory_value_missing}"}
 
 
 def config_file(task_name, size):
@@ -57,7 +59,7 @@ def test_recipes_match_the_runner(task_name, size):
     checked = 0
     for key, value in leaves(recipe):
         if key in PER_RUN:
-            assert value == "???", key
+            assert value == PER_RUN[key], key
             continue
         group, name = key.split(".")
         expected = parsed.arch if (group, name) == ("model", "_name") else getattr(
@@ -106,3 +108,21 @@ def test_an_update_cap_shortens_the_schedule_with_the_run():
         TASKS["RTE"], Path("DATA"), Path("CKPT"), max_updates=10**6,
         **dict(common, train_rows=2490)))
     assert int(small.total_num_update) == small.max_update == 4 * math.ceil(2490 / 32)
+
+
+@pytest.mark.parametrize("config_dir, config_name, given, missing", [
+    (CONFIGS.parent / "pretraining", "taco_small", ["task.data=DATA"], "common.user_dir"),
+    (CONFIGS, "rte_small", ["task.data=DATA", f"common.user_dir={USER_DIR}"],
+     "checkpoint.restore_file"),
+])
+def test_a_recipe_without_a_required_value_stops_naming_it(config_dir, config_name, given,
+                                                           missing, tmp_path):
+    """Without common.user_dir fairseq said "Could not infer task type"; without
+    checkpoint.restore_file a GLUE recipe fine-tuned from random weights."""
+    result = run_fairseq(
+        "fairseq-hydra-train", "--config-dir", config_dir, "--config-name", config_name, *given,
+        f"checkpoint.save_dir={tmp_path}", f"hydra.run.dir={tmp_path / 'hydra'}", check=False)
+    assert result.returncode != 0
+    assert "Interpolation key 'mandatory_value_missing' not found" in result.stdout
+    assert f"full_key: {missing}" in result.stdout
+    assert "Could not infer task type" not in result.stdout and "train_inner" not in result.stdout

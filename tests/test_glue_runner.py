@@ -3,16 +3,19 @@ for a few updates; saved predictions align with the TSV files and give the repor
 finished runs are skipped; test-set predictions; bad checkpoints are errors."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from conftest import run_script
+from conftest import USER_DIR, run_fairseq, run_script
+from taco_fairseq.checkpoint_checks import DICTIONARY_KEY, SENTENCEPIECE_KEY
 from taco_fairseq.glue.prepare import GluePrepOptions, prepare_glue
-from taco_fairseq.glue.predict import read_predictions
+from taco_fairseq.glue.predict import FinetunedModel, read_predictions
 from taco_fairseq.glue.pretrained import (
     PretrainedCheckpoint,
     check_compatible,
@@ -139,17 +142,77 @@ def test_a_dictionary_that_differs_from_the_checkpoints_is_an_error(
     lines = (tiny_databin / "dict.txt").read_text().splitlines(keepends=True)
     swapped = lines[:10] + [lines[11], lines[10]] + lines[12:]  # same size, two ids swapped
     data = rte_with(tiny_databin, tmp_path / "swapped", swapped)
-    with pytest.raises(ValueError, match="encoded with another dictionary"):
+    with pytest.raises(ValueError, match=(
+            r"trained with another dictionary \(2001 symbols\) than "
+            rf"{re.escape(str(data / 'RTE' / 'input0' / 'dict.txt'))} \(2001 symbols\).* "
+            "Prepare the GLUE data with the data-bin the checkpoint was pre-trained on")):
         check(trained_checkpoint, data, tmp_path)
     data = rte_with(tiny_databin, tmp_path / "shorter", lines[:-1])
-    with pytest.raises(ValueError, match=r"has 2001 token embeddings.*2000\)"):
+    with pytest.raises(ValueError, match=r"another dictionary \(2001 symbols\) than .* \(2000"):
+        check(trained_checkpoint, data, tmp_path)
+    # the right dict.txt, encoded with another SentencePiece model (as prep_info.json records)
+    data = rte_with(tiny_databin, tmp_path / "other-model", lines)
+    info = json.loads((data / "RTE" / "prep_info.json").read_text())
+    info["sentencepiece_sha256"] = "0" * 64
+    (data / "RTE" / "prep_info.json").write_text(json.dumps(info))
+    with pytest.raises(ValueError, match=(
+            r"trained with another SentencePiece model than .*/sentencepiece.bpe.model \(which "
+            rf"encoded {re.escape(str(data / 'RTE'))}\)")):
         check(trained_checkpoint, data, tmp_path)
     assert not (tmp_path / "runs").exists()  # nothing started
 
 
+def test_finetuned_checkpoints_record_and_check_the_fingerprints(
+        tiny_databin, trained_checkpoint, glue_databin, tmp_path):
+    """A fine-tuning records the pre-training checkpoint's dictionary and SentencePiece
+    fingerprints, so that the loaders of fine-tuned checkpoints can check them too."""
+    pretrained = trained_checkpoint / "checkpoint_last.pt"
+    run_fairseq(
+        "fairseq-train", glue_databin / "RTE", "--user-dir", USER_DIR, "--task",
+        "sentence_prediction", "--criterion", "sentence_prediction_summable", "--num-classes",
+        "2", "--init-token", "0", "--separator-token", "2", "--arch", "roberta_tiny",
+        "--max-positions", "64", "--shorten-method", "truncate", "--restore-file", pretrained,
+        "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--optimizer", "adam",
+        "--lr", "1e-5", "--batch-size", "8", "--max-update", "1", "--cpu", "--num-workers", "0",
+        "--disable-validation", "--save-dir", tmp_path / "run")
+    recorded = torch.load(pretrained, weights_only=True)["task_state"]
+    finetuned = tmp_path / "run" / "checkpoint_last.pt"
+    state = torch.load(finetuned, weights_only=True)["task_state"]
+    for key in (DICTIONARY_KEY, SENTENCEPIECE_KEY):
+        assert state[key] == recorded[key], key
+    FinetunedModel(finetuned, glue_databin / "RTE", cpu=True)  # its own data: loads
+    lines = (tiny_databin / "dict.txt").read_text().splitlines(keepends=True)
+    swapped = rte_with(tiny_databin, tmp_path / "swapped", lines[:10] + [lines[11], lines[10]]
+                       + lines[12:])
+    with pytest.raises(ValueError, match=rf"{re.escape(str(finetuned))} was trained with another "
+                                         r"dictionary \(2001 symbols\)"):
+        FinetunedModel(finetuned, swapped / "RTE", cpu=True)
+
+
+def test_preparation_checks_the_data_bin_against_the_checkpoint(tiny_databin, trained_checkpoint,
+                                                               glue_data, tmp_path):
+    lines = (tiny_databin / "dict.txt").read_text().splitlines(keepends=True)
+    other = tmp_path / "other-databin"
+    other.mkdir()
+    (other / "sentencepiece.bpe.model").symlink_to(tiny_databin / "sentencepiece.bpe.model")
+    (other / "dict.txt").write_text("".join(lines[:10] + [lines[11], lines[10]] + lines[12:]))
+    result = run_script("prepare_glue.py", "--glue-dir", glue_data, "--tasks", "RTE",
+                        "--pretraining-data", other, "--destdir", tmp_path / "bin",
+                        "--checkpoint", trained_checkpoint / "checkpoint_last.pt")
+    assert result.returncode == 1
+    assert f"was trained with another dictionary (2001 symbols) than {other / 'dict.txt'}" in (
+        result.stderr)
+    assert "Give the data-bin it was pre-trained on as --pretraining-data." in result.stderr
+    assert not (tmp_path / "bin").exists()
+
+
 def test_without_the_pretraining_data_only_the_size_is_checked(glue_databin, trained_checkpoint,
                                                               tmp_path, caplog):
-    checkpoint = trained_checkpoint / "checkpoint_last.pt"
+    """A checkpoint without a dictionary fingerprint (e.g. fairseq's masked_lm)."""
+    checkpoint = tmp_path / "stock.pt"
+    state = torch.load(trained_checkpoint / "checkpoint_last.pt", weights_only=True)
+    del state["task_state"]
+    torch.save(state, checkpoint)
     info = inspect_checkpoint(checkpoint)
     assert (info.arch, info.max_positions, info.embedding_rows, info.num_updates) == (
         "roberta_tiny", 64, 2001, 20)

@@ -338,3 +338,21 @@ def test_unconvertible_options_are_named(tiny_databin):
         weights.to_transformers(model)
     assert "--encoder-normalize-before is True" in str(error.value)
     assert "--layernorm-embedding is False" in str(error.value)
+
+
+def test_export_refuses_a_data_bin_with_another_dictionary(trained_checkpoint, tiny_databin,
+                                                           tmp_path):
+    """Same size, two entries swapped: the parity check alone would pass (both sides would
+    use the same wrong tokenizer)."""
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    (swapped / "sentencepiece.bpe.model").symlink_to(tiny_databin / "sentencepiece.bpe.model")
+    lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[10], lines[11] = lines[11], lines[10]
+    (swapped / "dict.txt").write_text("".join(lines), encoding="utf-8")
+    result = run_script("export_to_hf.py", trained_checkpoint, tmp_path / "hf", "--data", swapped,
+                        "--check-lines", "20")
+    assert result.returncode == 1
+    assert (f"was trained with another dictionary (2001 symbols) than {swapped / 'dict.txt'} "
+            "(2001 symbols)") in result.stderr
+    assert not (tmp_path / "hf").exists()

@@ -95,8 +95,67 @@ def test_errors_name_what_to_pass(trained_checkpoint, tiny_databin, tmp_path, mo
     lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
     (other_vocabulary / "dict.txt").write_text("".join(lines[:100]), encoding="utf-8")
     spm_file = tiny_databin / "sentencepiece.bpe.model"
-    with pytest.raises(ValueError, match="does not fit the dictionary"):
+    with pytest.raises(ValueError, match=r"trained with another dictionary \(2001 symbols\) than "
+                                         rf"{re.escape(str(other_vocabulary / 'dict.txt'))}"):
         hub.from_pretrained(trained_checkpoint, data_dir=other_vocabulary, sentencepiece_model=spm_file)
     monkeypatch.setattr(hub, "recorded_data_dir", lambda checkpoint: str(tmp_path / "moved"))
     with pytest.raises(FileNotFoundError, match="pass data_dir="):
         hub.from_pretrained(trained_checkpoint)
+
+
+def _databin_copy(tiny_databin, directory, swap=False):
+    """A data-bin with ``tiny_databin``'s files; ``swap``: dict.txt with two entries swapped
+    (same size, as after prepare_pretraining_data.py --force on other text)."""
+    directory.mkdir()
+    for name in ("sentencepiece.bpe.model", "valid.bin", "valid.idx"):
+        (directory / name).symlink_to(tiny_databin / name)
+    lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    if swap:
+        lines[10], lines[11] = lines[11], lines[10]
+    (directory / "dict.txt").write_text("".join(lines), encoding="utf-8")
+    return directory
+
+
+def test_a_dictionary_or_sentencepiece_model_of_the_same_size_is_refused(
+        trained_checkpoint, tiny_databin, tmp_path):
+    from taco_fairseq.analysis.checkpoints import load_checkpoint
+
+    checkpoint = trained_checkpoint / "checkpoint_last.pt"
+    swapped = _databin_copy(tiny_databin, tmp_path / "swapped", swap=True)
+    message = (rf"checkpoint {re.escape(str(checkpoint))} was trained with another dictionary "
+               rf"\(2001 symbols\) than {re.escape(str(swapped / 'dict.txt'))} \(2001 symbols\)"
+               rf".* It was trained on {re.escape(str(tiny_databin / 'dict.txt'))}\.")
+    with pytest.raises(ValueError, match=message):
+        hub.from_pretrained(checkpoint, data_dir=swapped)
+    with pytest.raises(ValueError, match=message):  # the analyses load through the hub
+        load_checkpoint(checkpoint, swapped)
+    # the right dict.txt with another SentencePiece model (here: one byte more)
+    other_model = tmp_path / "other.model"
+    other_model.write_bytes((tiny_databin / "sentencepiece.bpe.model").read_bytes() + b"\n")
+    with pytest.raises(ValueError, match=(
+            rf"trained with another SentencePiece model than {re.escape(str(other_model))}: text "
+            r"would be cut into other pieces")):
+        hub.from_pretrained(checkpoint, data_dir=tiny_databin, sentencepiece_model=other_model)
+
+
+def test_a_relative_data_path_is_looked_for_beside_the_checkpoint(trained_checkpoint, tiny_databin,
+                                                                  tmp_path, monkeypatch):
+    """A run trained with --data databin (relative): from another directory that has a
+    databin of its own, the checkpoint still loads the data-bin beside it."""
+    state = torch.load(trained_checkpoint / "checkpoint_last.pt", weights_only=True)
+    state["cfg"]["task"]["data"] = "databin"
+    run = tmp_path / "run"
+    run.mkdir()
+    torch.save(state, run / "checkpoint_last.pt")
+    (run / "databin").symlink_to(tiny_databin)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _databin_copy(tiny_databin, elsewhere / "databin", swap=True)
+    monkeypatch.chdir(elsewhere)
+    assert hub.recorded_data_dir(run / "checkpoint_last.pt") == str(run / "databin")
+    roberta = hub.from_pretrained(run / "checkpoint_last.pt")
+    assert roberta.cfg.task.data == str(tiny_databin.resolve())
+    # without one beside it: the current directory's, here one with another dictionary
+    (run / "databin").unlink()
+    with pytest.raises(ValueError, match="trained with another dictionary"):
+        hub.from_pretrained(run / "checkpoint_last.pt")

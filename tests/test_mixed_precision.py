@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import fairseq_setup
 from taco_fairseq import contrastive
+from taco_fairseq.criterions.taco import TC_EMBEDDINGS
 from taco_fairseq.contrastive import NORM_EPS, info_nce
 from taco_fairseq.data.contrastive_sampling_dataset import TC_POSITIONS, ContrastiveSamplingDataset
 
@@ -206,7 +207,7 @@ def models(tiny_databin):
 
 @settings(PROPERTY, max_examples=30)  # a forward and backward pass each
 @given(batch=masked_lm_batches(), positions=st.sampled_from(TC_POSITIONS),
-       embedding=st.sampled_from(["layer-output", "token"]),
+       embedding=st.sampled_from(TC_EMBEDDINGS),
        precision=st.sampled_from([*sorted(DTYPES), "amp"]))
 def test_criterion_loss_and_gradients_are_finite(models, batch, positions, embedding, precision):
     """Models in float16/bfloat16 (--fp16/--bf16) or float32 under bfloat16 autocast (--amp)."""

@@ -55,6 +55,21 @@ def test_reduced_metrics(tiny_databin, criterion_name):
     assert values["contextual_score"] == pytest.approx(intra - inter, abs=2e-4)
 
 
+def test_a_logging_interval_without_pairs_logs_none(tiny_databin):
+    """E.g. --sample-break-mode eos batches of one-word lines; this stopped training with a
+    TypeError in contextual_score."""
+    _, task, model, criterion = fairseq_setup(tiny_databin)
+    model.eval()
+    log = criterion(model, first_batch(task))[2]
+    with metrics.aggregate() as agg:
+        criterion.reduce_metrics([log])
+        agg.reset()  # as fairseq does after each logged interval
+        criterion.reduce_metrics([{**log, PAIRS_KEY: 0, INTRA_KEY: 0, INTER_KEY: 0}])
+        values = agg.get_smoothed_values()
+    assert values["contextual_score"] is None and values["intra_context_cos"] is None
+    assert values["tc_loss"] > 0
+
+
 @pytest.mark.parametrize("criterion_name", ["taco", "mlm"])
 def test_training_is_the_same_without_diagnostics(tiny_databin, criterion_name):
     results = []

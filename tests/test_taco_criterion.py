@@ -7,7 +7,7 @@ import torch
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
 from fairseq.logging import metrics
 
-from conftest import first_batch, fairseq_setup
+from conftest import REPO, first_batch, fairseq_setup
 
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
 
@@ -148,7 +148,7 @@ def test_exclude_special_tokens(tiny_databin):
 @pytest.mark.parametrize("arch_args", [("--arch", "roberta_tiny"), (
     "--arch", "roberta_prenorm", "--encoder-layers", "2", "--encoder-embed-dim", "32",
     "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2")])
-@pytest.mark.parametrize("embedding", ["layer-output", "token"])
+@pytest.mark.parametrize("embedding", ["layer-output", "token", "original-token"])
 def test_global_bias_is_final_features_minus_embedding(tiny_databin, arch_args, embedding):
     _, task, model, criterion = fairseq_setup(
         tiny_databin, *arch_args, "--tc-embedding", embedding
@@ -158,13 +158,28 @@ def test_global_bias_is_final_features_minus_embedding(tiny_databin, arch_args, 
     tokens = batch["net_input"]["src_tokens"]
     features, extra = model(tokens, features_only=True, return_all_hiddens=True)
     encoder = model.encoder.sentence_encoder
-    if embedding == "token":
+    masked = batch["target"].ne(task.dictionary.pad())
+    if embedding == "token":  # the input: at most masked positions the <mask> row
         expected_e = encoder.embed_tokens.weight[tokens]
+        assert tokens[masked].eq(task.mask_idx).any()
+    elif embedding == "original-token":  # the token before masking
+        expected_e = encoder.embed_tokens.weight[torch.where(masked, batch["target"], tokens)]
     else:
         x, _ = encoder.forward_embedding(tokens)
         expected_e = x * tokens.ne(task.dictionary.pad()).unsqueeze(-1)
     g = criterion._global_bias(model, batch, extra["inner_states"])
     torch.testing.assert_close(g, features - expected_e, rtol=1e-5, atol=1e-5)
+
+
+def test_readme_says_what_each_tc_embedding_is():
+    """The --tc-embedding row of the README's option table names every choice, what `token`
+    uses at masked positions, and that layer-output includes the embedding dropout."""
+    from taco_fairseq.criterions.taco import TC_EMBEDDINGS
+
+    row = next(line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| `--tc-embedding` |"))
+    assert all(f"`{choice}`" in row for choice in TC_EMBEDDINGS)
+    assert "input token" in row and "`<mask>` row" in row and "embedding dropout" in row
 
 
 @pytest.mark.parametrize(

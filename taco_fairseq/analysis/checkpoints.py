@@ -84,13 +84,15 @@ def load_checkpoint(
     Args:
         path: the checkpoint file.
         data_bin: the data-bin it was trained on; default: the one its config names
-            (``task.data``, relative to the current directory when relative).
+            (``task.data``; a relative one is looked for beside the checkpoint, then in the
+            current directory).
         device: where to put the model.
 
     Raises:
         FileNotFoundError: if the checkpoint, the data-bin or its ``sentencepiece.bpe.model``
             is missing (the message says to pass ``--data-bin``).
-        ValueError: if the data-bin's dictionary does not fit the model.
+        ValueError: if the data-bin's dictionary or SentencePiece model is not the one the
+            checkpoint was trained with.
     """
     path = Path(path)
     try:

@@ -20,7 +20,7 @@ validation. Turn them off with ``--no-context-similarity``.
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 from fairseq.dataclass import FairseqDataclass
@@ -120,5 +120,10 @@ class ContextSimilarityLogger:
         metrics.log_derived("contextual_score", _contextual_score)
 
 
-def _contextual_score(meters) -> float:
-    return round(meters["intra_context_cos"].avg - meters["inter_context_cos"].avg, 4)
+def _contextual_score(meters) -> Optional[float]:
+    """intra − inter; None for a logging interval without pairs (e.g. ``--sample-break-mode
+    eos`` batches of one-word lines), whose two means fairseq then reports as None."""
+    intra, inter = meters["intra_context_cos"].avg, meters["inter_context_cos"].avg
+    if intra is None or inter is None:
+        return None
+    return round(intra - inter, 4)

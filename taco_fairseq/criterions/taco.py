@@ -16,8 +16,9 @@ from omegaconf import II
 from ..analysis.context_logging import ContextSimilarityConfig, ContextSimilarityLogger
 from ..contrastive import global_bias, info_nce
 from ..distributed_negatives import complete_negatives
+from ..errors import OptionError
 
-TC_EMBEDDINGS = ("layer-output", "token")
+TC_EMBEDDINGS = ("layer-output", "token", "original-token")
 
 
 class TacoLosses(NamedTuple):
@@ -52,7 +53,10 @@ class TacoConfig(ContextSimilarityConfig):
         default="layer-output",
         metadata={
             "help": "e in g = h - e: the embedding layer's output for the model input "
-            "(layer-output, as the official code) or the raw token-embedding row (token)"
+            "(layer-output, as the official code: token + position embedding, LayerNorm, "
+            "embedding dropout), the token-embedding row of the input token (token: at masked "
+            "positions mostly the <mask> row) or of the original token before masking "
+            "(original-token, the paper's wording)"
         },
     )
     tc_detach_keys: bool = field(
@@ -70,12 +74,12 @@ def validate_loss_options(cfg) -> None:
     """Check the TC loss options of the criterion's config.
 
     Raises:
-        ValueError: naming the option, its value and what is allowed.
+        OptionError: naming the option, its value and what is allowed.
     """
     if not cfg.tc_weight >= 0:  # also rejects NaN
-        raise ValueError(f"--tc-weight (λ) must be >= 0, got {cfg.tc_weight}")
+        raise OptionError(f"--tc-weight (λ) must be >= 0, got {cfg.tc_weight}")
     if not cfg.tc_temperature > 0:
-        raise ValueError(
+        raise OptionError(
             f"--tc-temperature (τ) must be > 0 (0.07 in the paper), got {cfg.tc_temperature}"
         )
 
@@ -84,17 +88,17 @@ def check_task(cfg, task) -> None:
     """Check that the task draws TACO's positions in a way this criterion can use.
 
     Raises:
-        ValueError: for a task other than ``taco_masked_lm``, or
+        OptionError: for a task other than ``taco_masked_lm``, or
             ``--tc-cross-worker-negatives`` with ``tc_detach_keys`` false.
     """
     task_cfg = getattr(task, "cfg", None)
     if not hasattr(task_cfg, "tc_negatives"):
-        raise ValueError(
+        raise OptionError(
             f"--criterion taco needs --task taco_masked_lm (it draws the TC positions), got "
             f"--task {getattr(task_cfg, '_name', type(task).__name__)}"
         )
     if getattr(task_cfg, "tc_cross_worker_negatives", False) and not cfg.tc_detach_keys:
-        raise ValueError(
+        raise OptionError(
             "--tc-cross-worker-negatives needs tc_detach_keys true (the default; drop "
             "--tc-detach-keys): the keys gathered from other workers carry no gradient"
         )
@@ -238,7 +242,14 @@ class TacoLoss(FairseqCriterion):
         )
 
     def _global_bias(self, model, sample, inner_states):
-        """g = h − e for every position: ``[batch, seq_len, hidden]`` float32."""
+        """g = h − e for every position: ``[batch, seq_len, hidden]`` float32 (TACO §3.1).
+
+        e by ``--tc-embedding``: ``layer-output``, the embedding layer's output for the model's
+        input (token + position embedding, LayerNorm and, in training, the embedding dropout;
+        the official code); ``token``, the token-embedding row of the input token (at masked
+        positions the ``<mask>`` row, or the random or kept token's); ``original-token``, the
+        row of the token before masking (``sample["target"]`` where it is not padding).
+        """
         encoder = model.encoder.sentence_encoder
         hidden = inner_states[-1]
         if encoder.layer_norm is not None:  # pre-norm models normalize after the last layer
@@ -246,8 +257,11 @@ class TacoLoss(FairseqCriterion):
         if self.tc_embedding == "layer-output":
             embedding = inner_states[0]  # [seq_len, batch, hidden], as the hidden states
         else:
-            src_tokens = sample["net_input"]["src_tokens"]
-            embedding = encoder.embed_tokens(src_tokens).transpose(0, 1)
+            tokens = sample["net_input"]["src_tokens"]
+            if self.tc_embedding == "original-token":
+                target = sample["target"]
+                tokens = torch.where(target.ne(self.padding_idx), target, tokens)
+            embedding = encoder.embed_tokens(tokens).transpose(0, 1)
         return global_bias(hidden, embedding).transpose(0, 1)
 
     @staticmethod

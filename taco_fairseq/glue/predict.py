@@ -10,7 +10,9 @@ from fairseq import checkpoint_utils, utils
 from tqdm import tqdm
 
 from .. import checkpoint_compat  # noqa: F401  (fairseq checkpoints under weights_only)
+from ..checkpoint_checks import load_lazily
 from .prepare import LABEL_DIR, read_indices
+from .pretrained import check_glue_data
 
 Value = Union[str, float]
 
@@ -39,9 +41,12 @@ class FinetunedModel:
 
         Raises:
             FileNotFoundError: the checkpoint does not exist.
+            ValueError: ``data_dir`` was encoded with another dictionary or SentencePiece
+                model than the checkpoint was trained with (:func:`.pretrained.check_glue_data`).
         """
         if not Path(checkpoint).is_file():
             raise FileNotFoundError(f"fine-tuned checkpoint {checkpoint} not found")
+        check_glue_data(checkpoint, load_lazily(checkpoint), data_dir)
         models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
             [str(checkpoint)], arg_overrides={"data": str(data_dir)}
         )

@@ -20,7 +20,6 @@ counts are checked after binarizing. Binarizing uses fairseq's own binarizer (th
 ``fairseq-preprocess`` process per file would spend most of its time importing fairseq.
 """
 
-import hashlib
 import json
 import logging
 import shutil
@@ -28,11 +27,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from fairseq.binarizer import FileBinarizer, VocabularyDatasetBinarizer
 from fairseq.data import Dictionary
 
+from ..checkpoint_checks import check_dictionary, file_sha256, load_lazily, load_task_dictionary
 from ..pretraining_data import DICT_FILE, MODEL_FILE
 from ..sentencepiece_vocab import encode_file
 from .tasks import TASKS, GlueTask, get_tasks
@@ -59,6 +59,8 @@ class GluePrepOptions:
     Attributes:
         glue_dir: directory holding one directory per task (``RTE/``, ``MNLI/``, ...).
         pretraining_data: the pre-training data-bin (``sentencepiece.bpe.model``, ``dict.txt``).
+        checkpoint: the pre-training checkpoint to be fine-tuned, if given: its dictionary and
+            SentencePiece fingerprints must match ``pretraining_data``'s.
         destdir: output directory; task ``T`` goes to ``destdir/T``.
         tasks: GLUE task names; empty: every task whose directory exists in ``glue_dir``.
         workers: processes for encoding and binarizing.
@@ -71,6 +73,7 @@ class GluePrepOptions:
     glue_dir: Path
     pretraining_data: Path
     destdir: Path
+    checkpoint: Optional[Path] = None
     tasks: Sequence[str] = ()
     workers: int = 1
     skip_malformed: bool = False
@@ -91,7 +94,9 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
         FileExistsError: a task's output directory is not empty and ``force`` is not set.
         MalformedRowsError: malformed rows (listed with line numbers and reasons) in a test
             file, or in a train/dev file without ``skip_malformed``.
-        ValueError: an unknown task name or a file that is not in the GLUE layout.
+        ValueError: an unknown task name, a file that is not in the GLUE layout, or a
+            ``checkpoint`` trained with another dictionary or SentencePiece model
+            (:func:`taco_fairseq.checkpoint_checks.check_dictionary`).
     """
     pretraining = Path(options.pretraining_data)
     for name in (MODEL_FILE, DICT_FILE):
@@ -100,6 +105,15 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
                 f"{pretraining / name} not found: --pretraining-data must be a data-bin made "
                 "by scripts/prepare_pretraining_data.py"
             )
+    if options.checkpoint is not None:
+        if not Path(options.checkpoint).is_file():
+            raise FileNotFoundError(f"--checkpoint {options.checkpoint}: no such file")
+        check_dictionary(
+            options.checkpoint, load_lazily(options.checkpoint),
+            load_task_dictionary(pretraining / DICT_FILE), str(pretraining / DICT_FILE),
+            pretraining / MODEL_FILE, fix="Give the data-bin it was pre-trained on as "
+            "--pretraining-data.",
+        )
     glue_dir = Path(options.glue_dir)
     if options.tasks:
         tasks = get_tasks(options.tasks)
@@ -232,8 +246,8 @@ def _write_task(task, splits, pretraining_data: Path, task_dir: Path, workers: i
         "num_classes": task.num_classes,
         "regression": task.regression,
         "pretraining_data": str(pretraining_data.resolve()),
-        "dict_sha256": _sha256(pretraining_data / DICT_FILE),
-        "sentencepiece_sha256": _sha256(pretraining_data / MODEL_FILE),
+        "dict_sha256": file_sha256(pretraining_data / DICT_FILE),
+        "sentencepiece_sha256": file_sha256(pretraining_data / MODEL_FILE),
         "dictionary_size": len(dictionary),
         "splits": info_splits,
     }
@@ -306,10 +320,6 @@ def _write_lines(path: Path, lines) -> None:
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         for line in lines:
             f.write(line + "\n")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _prepare_task_dir(task_dir: Path, force: bool) -> None:

@@ -14,14 +14,27 @@ from pathlib import Path
 from typing import Optional
 
 import torch
-from fairseq.data import Dictionary
 
 from .. import checkpoint_compat  # noqa: F401  (fairseq checkpoints under weights_only)
-from ..pretraining_data import DICT_FILE
+from ..checkpoint_checks import (
+    DICTIONARY_KEY,
+    check_dictionary,
+    load_lazily,
+    load_task_dictionary,
+    recorded_data_dir,
+)
+from ..errors import OptionError
+from ..pretraining_data import DICT_FILE, MODEL_FILE
+from .prepare import INFO_FILE, read_prep_info
 
 logger = logging.getLogger(__name__)
 
 _EMBEDDINGS = "encoder.sentence_encoder.embed_tokens.weight"
+#: The end of an error about GLUE data that does not fit a checkpoint.
+GLUE_DATA_FIX = (
+    "Prepare the GLUE data with the data-bin the checkpoint was pre-trained on: "
+    "scripts/prepare_glue.py --pretraining-data DATA_BIN"
+)
 _NAME = re.compile(r"[^A-Za-z0-9_.@+-]+")
 
 
@@ -93,41 +106,37 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
         )
     model = cfg["model"]
     get = model.get if isinstance(model, dict) else lambda key: getattr(model, key, None)
-    data = cfg["task"].get("data") if cfg.get("task") else None
+    data = recorded_data_dir(path, state)
     return CheckpointInfo(
         arch=get("_name") or get("arch"),
         max_positions=int(get("max_positions")),
         embedding_rows=state["model"][_EMBEDDINGS].shape[0],
         num_updates=int(state["optimizer_history"][-1]["num_updates"]),
-        data=Path(str(data).split(":")[0]) if data else None,
+        data=Path(data) if data else None,
     )
 
 
 def check_compatible(
     checkpoint: Path, info: CheckpointInfo, task_dir: Path, pretraining_data: Optional[Path]
 ) -> None:
-    """Check that the GLUE data in ``task_dir`` was encoded with the checkpoint's dictionary.
+    """Check that the GLUE data in ``task_dir`` was encoded with the checkpoint's dictionary
+    and SentencePiece model.
 
-    The checkpoint's embedding matrix must have a row per symbol of the GLUE data's
-    ``input0/dict.txt`` plus ``<mask>``, and that ``dict.txt`` must list the same symbols as
-    the pre-training data-bin's (``pretraining_data``, else the one recorded in the
-    checkpoint). When neither data-bin exists here, only the size is checked (a warning says
-    so).
+    The shared check of every loader (:func:`check_glue_data`) compares ``input0/dict.txt``
+    and the SentencePiece model that ``prep_info.json`` records (by its SHA-256) with the
+    fingerprints the checkpoint records. A checkpoint without a dictionary fingerprint (e.g.
+    fairseq's ``masked_lm``) is checked by size, and its dictionary's symbols against the
+    pre-training data-bin's (``pretraining_data``, else the one recorded in the checkpoint) when
+    that exists here (a warning says when it does not).
 
     Raises:
-        ValueError: sizes or symbols differ; the message names both files and the fix.
+        ValueError: sizes, symbols or SentencePiece models differ; the message names both
+            files and the fix.
     """
-    glue_dict = Dictionary.load(str(Path(task_dir) / "input0" / DICT_FILE))
-    fix = (
-        "prepare the GLUE data with the data-bin the checkpoint was pre-trained on: "
-        "scripts/prepare_glue.py --pretraining-data DATA_BIN"
-    )
-    if info.embedding_rows != len(glue_dict) + 1:
-        raise ValueError(
-            f"{checkpoint} has {info.embedding_rows} token embeddings, but the GLUE data in "
-            f"{task_dir} was encoded with a dictionary of {len(glue_dict)} symbols (+ <mask> = "
-            f"{len(glue_dict) + 1}); {fix}"
-        )
+    state = load_lazily(checkpoint)
+    dictionary = check_glue_data(checkpoint, state, task_dir)
+    if DICTIONARY_KEY in (state.get("task_state") or {}):
+        return
     data = Path(pretraining_data) if pretraining_data else info.data
     if data is None or not (data / DICT_FILE).is_file():
         logger.warning(
@@ -136,8 +145,37 @@ def check_compatible(
             data / DICT_FILE if data else "no data-bin recorded",
         )
         return
-    if Dictionary.load(str(data / DICT_FILE)).symbols != glue_dict.symbols:
-        raise ValueError(
+    if load_task_dictionary(data / DICT_FILE).symbols != dictionary.symbols:
+        raise OptionError(
             f"the GLUE data in {task_dir} was encoded with another dictionary than {checkpoint} "
-            f"was pre-trained with ({data / DICT_FILE}); {fix}"
+            f"was pre-trained with ({data / DICT_FILE}). {GLUE_DATA_FIX}"
         )
+
+
+def check_glue_data(checkpoint, state: dict, task_dir: Path):
+    """:func:`taco_fairseq.checkpoint_checks.check_dictionary` for a prepared GLUE task
+    directory: its ``input0/dict.txt`` and the SentencePiece model its ``prep_info.json``
+    records (by SHA-256).
+
+    Args:
+        checkpoint: a pre-training or fine-tuned checkpoint (path, for messages).
+        state: the checkpoint (:func:`taco_fairseq.checkpoint_checks.load_lazily`).
+        task_dir: the prepared task directory.
+
+    Returns:
+        the task's dictionary (``input0/dict.txt`` with ``<mask>``).
+
+    Raises:
+        ValueError: as ``check_dictionary``, with the GLUE fix.
+    """
+    task_dir = Path(task_dir)
+    glue_dict = task_dir / "input0" / DICT_FILE
+    prep = read_prep_info(task_dir) if (task_dir / INFO_FILE).is_file() else {}
+    encoded_with = Path(prep.get("pretraining_data", "?")) / MODEL_FILE
+    dictionary = load_task_dictionary(glue_dict)
+    check_dictionary(
+        checkpoint, state, dictionary, str(glue_dict),
+        sentencepiece_model=f"{encoded_with} (which encoded {task_dir})" if prep else None,
+        sentencepiece_sha256=prep.get("sentencepiece_sha256"), fix=GLUE_DATA_FIX,
+    )
+    return dictionary

@@ -22,6 +22,8 @@ import torch
 from fairseq import checkpoint_utils
 from fairseq.dataclass import FairseqDataclass
 
+from ..errors import InputNotFoundError, OptionError
+
 logger = logging.getLogger(__name__)
 
 #: Name of the token-embedding matrix in a RoBERTa state dict.
@@ -59,14 +61,14 @@ def setup_token_embeddings(model, cfg: TokenEmbeddingConfig, from_checkpoint: bo
             overwritten, so the initialization is skipped).
 
     Raises:
-        FileNotFoundError: if the checkpoint of ``--init-token-embeddings-from`` is missing.
-        ValueError: if it has no token-embedding matrix of the model's shape.
+        InputNotFoundError: if the checkpoint of ``--init-token-embeddings-from`` is missing.
+        OptionError: if it has no token-embedding matrix of the model's shape.
     """
     weight = model.encoder.sentence_encoder.embed_tokens.weight
     if cfg.init_token_embeddings_from and not from_checkpoint:
         source = load_token_embeddings(cfg.init_token_embeddings_from)
         if source.shape != weight.shape:
-            raise ValueError(
+            raise OptionError(
                 f"--init-token-embeddings-from {cfg.init_token_embeddings_from}: its token "
                 f"embeddings are {tuple(source.shape)}, the model's {tuple(weight.shape)} "
                 "[vocab, hidden]; use a checkpoint trained on the same dict.txt with the same "
@@ -87,14 +89,14 @@ def load_token_embeddings(path: str) -> torch.Tensor:
     """The ``[vocab, hidden]`` token-embedding matrix of a fairseq RoBERTa checkpoint.
 
     Raises:
-        FileNotFoundError: naming the option and the path.
-        ValueError: if the checkpoint has no ``encoder.sentence_encoder.embed_tokens.weight``.
+        InputNotFoundError: naming the option and the path.
+        OptionError: if the checkpoint has no ``encoder.sentence_encoder.embed_tokens.weight``.
     """
     if not Path(path).is_file():
-        raise FileNotFoundError(f"--init-token-embeddings-from: no such checkpoint: {path}")
+        raise InputNotFoundError(f"--init-token-embeddings-from: no such checkpoint: {path}")
     state = checkpoint_utils.load_checkpoint_to_cpu(path)
     if TOKEN_EMBEDDING_KEY not in state["model"]:
-        raise ValueError(
+        raise OptionError(
             f"--init-token-embeddings-from {path}: no {TOKEN_EMBEDDING_KEY} in the checkpoint "
             "(not a RoBERTa model?)"
         )

@@ -1,5 +1,6 @@
 """Task ``taco_masked_lm``: fairseq's ``masked_lm`` plus TACO's contrastive sampling."""
 
+import argparse
 import importlib.util
 import logging
 import os
@@ -17,12 +18,16 @@ from omegaconf import II
 
 from ..checkpoint_checks import (
     DICTIONARY_KEY,
+    SENTENCEPIECE_KEY,
     check_checkpoint_fits,
     checkpoint_to_load,
     dictionary_fingerprint,
+    file_sha256,
 )
 from ..data.contrastive_sampling_dataset import TC_POSITIONS, ContrastiveSamplingDataset
 from ..data.update_totals import UpdateTotalsEpochIterator
+from ..errors import InputNotFoundError, OptionError, hydra_relative_path_hint
+from ..hub import SENTENCEPIECE_MODEL
 from ..models.token_embeddings import TokenEmbeddingConfig, setup_token_embeddings
 
 logger = logging.getLogger(__name__)
@@ -78,32 +83,36 @@ def validate_sampling_options(cfg) -> None:
     train but leave the TC loss (nearly) without data.
 
     Raises:
-        ValueError: naming the option, its value and what is allowed.
+        OptionError: naming the option, its value and what is allowed.
     """
     if cfg.tc_window < 3 or cfg.tc_window % 2 == 0:
-        raise ValueError(
+        raise OptionError(
             f"--tc-window must be an odd integer >= 3 (the window W around the anchor, "
             f"e.g. 5 as in the paper), got {cfg.tc_window}"
         )
     if cfg.tc_negatives < 1:
-        raise ValueError(
+        raise OptionError(
             f"--tc-negatives must be >= 1 (K negatives per anchor, 50 in the paper), "
             f"got {cfg.tc_negatives}"
         )
-    for name in ("mask_prob", "leave_unmasked_prob", "random_token_prob"):
+    if not 0.0 < cfg.mask_prob < 1.0:
+        raise OptionError(
+            f"--mask-prob must be in the open interval (0, 1), got {cfg.mask_prob}: fairseq's "
+            "masking needs some masked and some unmasked tokens (0.15 in the paper)"
+        )
+    for name in ("leave_unmasked_prob", "random_token_prob"):
         value = getattr(cfg, name)
         if not 0.0 <= value <= 1.0:
-            raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {value}")
+            raise OptionError(f"--{name.replace('_', '-')} must be in [0, 1], got {value}")
     if cfg.leave_unmasked_prob + cfg.random_token_prob > 1.0:
-        raise ValueError(
+        raise OptionError(
             "--leave-unmasked-prob plus --random-token-prob must be <= 1, got "
             f"{cfg.leave_unmasked_prob} + {cfg.random_token_prob}"
         )
-    no_anchor = {"masked": 0.0, "unmasked": 1.0}.get(cfg.tc_positions)
-    if cfg.mask_prob == no_anchor:
-        raise ValueError(
-            f"--tc-positions {cfg.tc_positions} with --mask-prob {cfg.mask_prob} leaves no "
-            "anchor: the TC loss would be 0. Change --mask-prob or use --tc-positions all"
+    if cfg.mask_multiple_length < 1 or cfg.mask_stdev < 0:
+        raise OptionError(
+            f"--mask-multiple-length must be >= 1 and --mask-stdev >= 0, got "
+            f"{cfg.mask_multiple_length} and {cfg.mask_stdev}"
         )
     if cfg.batch_size == 1 and not cfg.tc_cross_worker_negatives:
         logger.warning(
@@ -124,29 +133,29 @@ def validate_training_setup(cfg, model_cfg, model) -> None:
     ``--amp`` without a GPU.
 
     Raises:
-        ValueError: for a model other than fairseq's ``RobertaModel``, ``--tokens-per-sample``
+        OptionError: for a model other than fairseq's ``RobertaModel``, ``--tokens-per-sample``
             above the model's ``--max-positions``, ``--fp16`` without a CUDA GPU or ``--bf16``
             without torch_xla (in fairseq it means TPU training).
     """
     if not isinstance(model, RobertaModel):
         arch = getattr(model_cfg, "arch", None) or getattr(model_cfg, "_name", None)
-        raise ValueError(
+        raise OptionError(
             f"--arch {arch}: the TC loss needs a RoBERTa model (fairseq's RobertaModel: "
             "roberta_tiny/mini/small/medium/base/large or roberta with size options)"
         )
     if model.max_positions() < cfg.tokens_per_sample:
-        raise ValueError(
+        raise OptionError(
             f"--tokens-per-sample {cfg.tokens_per_sample} exceeds the model's --max-positions "
             f"{model.max_positions()}: every longer block would be dropped. Lower "
             "--tokens-per-sample or raise --max-positions"
         )
     if cfg.fp16 and not torch.cuda.is_available():
-        raise ValueError(
+        raise OptionError(
             "--fp16 needs a CUDA GPU (fairseq's FP16Optimizer); on the CPU leave it out and "
             "train in float32"
         )
     if cfg.bf16 and importlib.util.find_spec("torch_xla") is None:
-        raise ValueError(
+        raise OptionError(
             "--bf16 means TPU training in fairseq (it implies --tpu) and needs torch_xla; "
             "on GPUs use --fp16 or --amp, on the CPU leave it out"
         )
@@ -169,22 +178,54 @@ class TacoMaskedLMTask(MaskedLMTask):
     def __init__(self, cfg: TacoMaskedLMConfig, dictionary=None):
         validate_sampling_options(cfg)
         super().__init__(cfg, dictionary)
-        self._update_totals = (None, None)  # (update_num, all-worker totals)
+        self._update_totals = None  # all-worker totals of the batch group being trained
         self._warned_few_negatives = False
-        # saved as the checkpoint's task_state; checked when training resumes from it
+        # saved as the checkpoint's task_state; checked by every loader (check_dictionary)
         self.state.merge_state_dict({DICTIONARY_KEY: dictionary_fingerprint(self.dictionary)})
+        sentencepiece_model = os.path.join(utils.split_paths(cfg.data)[0], SENTENCEPIECE_MODEL)
+        if os.path.isfile(sentencepiece_model):
+            self.state.merge_state_dict({SENTENCEPIECE_KEY: file_sha256(sentencepiece_model)})
+        if cfg.mask_whole_words:
+            self.args  # noqa: B018  (fails now, not when the data is loaded, without the model)
+        hint = hydra_relative_path_hint(cfg.save_dir)
+        if hint:
+            logger.warning(
+                f"checkpoint.save_dir {cfg.save_dir!r} is relative: checkpoints go to "
+                f"{os.path.abspath(cfg.save_dir)}{hint}"
+            )
+
+    @property
+    def args(self) -> argparse.Namespace:
+        """What fairseq's ``masked_lm.load_dataset`` reads from ``self.args`` (a leftover of
+        its argparse era) to build the word-start mask of ``--mask-whole-words``: the
+        SentencePiece BPE of the data-bin, whose pieces starting with ``▁`` begin a word
+        (fairseq's ``SentencepieceBPE.is_beginning_of_word``; special symbols count as word
+        starts). Without it ``--mask-whole-words`` stopped with ``'TacoMaskedLMTask' object
+        has no attribute 'args'``.
+
+        Raises:
+            InputNotFoundError: the data-bin has no ``sentencepiece.bpe.model``.
+        """
+        model = os.path.join(utils.split_paths(self.cfg.data)[0], SENTENCEPIECE_MODEL)
+        if not os.path.isfile(model):
+            raise InputNotFoundError(
+                f"--mask-whole-words needs the data-bin's SentencePiece model to find word "
+                f"starts: {model} does not exist. Use a data-bin made by "
+                "scripts/prepare_pretraining_data.py, or leave --mask-whole-words out"
+            )
+        return argparse.Namespace(bpe="sentencepiece", sentencepiece_model=model)
 
     @classmethod
     def load_dict(cls, cfg):
         paths = utils.split_paths(cfg.data)
         if paths and not os.path.isdir(paths[0]):
-            raise FileNotFoundError(
-                f"--data {cfg.data!r}: the directory {paths[0]!r} does not exist. Point --data "
-                "to a fairseq data-bin directory, e.g. one made by "
-                "scripts/prepare_pretraining_data.py."
+            raise InputNotFoundError(
+                f"--data {cfg.data!r}: the directory {paths[0]!r} does not exist"
+                f"{hydra_relative_path_hint(paths[0])}. Point --data to a fairseq data-bin "
+                "directory, e.g. one made by scripts/prepare_pretraining_data.py."
             )
         if not paths or not os.path.isfile(os.path.join(paths[0], "dict.txt")):
-            raise FileNotFoundError(
+            raise InputNotFoundError(
                 f"--data {cfg.data!r}: no dict.txt in {paths[0] if paths else cfg.data!r}. "
                 "Point --data to a fairseq data-bin directory, e.g. one made by "
                 "scripts/prepare_pretraining_data.py."
@@ -213,10 +254,10 @@ class TacoMaskedLMTask(MaskedLMTask):
         the model and dictionary.
 
         Raises:
-            ValueError: from :func:`validate_training_setup`, or for a checkpoint of another
+            OptionError: from :func:`validate_training_setup`, or for a checkpoint of another
                 vocabulary or architecture
                 (:func:`~taco_fairseq.checkpoint_checks.check_checkpoint_fits`).
-            FileNotFoundError: for a ``--restore-file`` that does not exist.
+            InputNotFoundError: for a ``--restore-file`` that does not exist.
         """
         model = super().build_model(cfg, from_checkpoint)
         setup_token_embeddings(model, self.cfg, from_checkpoint)
@@ -240,9 +281,7 @@ class TacoMaskedLMTask(MaskedLMTask):
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """Attach ``sample["taco"]["update_totals"]``: ``[2]`` float tensor, the masked tokens
         and anchors of the whole update summed over all data-parallel workers, then train."""
-        sample["taco"]["update_totals"] = self._all_worker_totals(
-            sample, model, update_num, ignore_grad
-        )
+        sample["taco"]["update_totals"] = self._all_worker_totals(sample, model, ignore_grad)
         sample["taco"]["dummy"] = bool(ignore_grad)  # shares no keys across workers
         self._warn_if_few_negatives(sample["taco"])
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
@@ -258,10 +297,19 @@ class TacoMaskedLMTask(MaskedLMTask):
             )
             self._warned_few_negatives = True
 
-    def _all_worker_totals(self, sample, model, update_num, ignore_grad):
-        cached_update, totals = self._update_totals
-        if cached_update == update_num:
-            return totals  # later batches of the update (or fairseq's dummy batches)
+    def _all_worker_totals(self, sample, model, ignore_grad):
+        """The masked tokens and anchors of the batch group fairseq's trainer is training,
+        summed over all workers (one all-reduce per group).
+
+        A group starts at the first batch after the trainer cleared the gradients:
+        ``Trainer.train_step`` calls ``zero_grad()`` before each group, also after a skipped
+        update (fp16/AMP overflow, OOM), where ``update_num`` stays the same, and the model has
+        gradients after the group's first backward pass. This holds on every worker alike, also
+        on one that holds only fairseq's dummy batches (which carry no totals of their own), so
+        all workers all-reduce together. Later batches of the group reuse the totals.
+        """
+        if self._update_totals is not None and _has_gradients(model):
+            return self._update_totals  # later batches of the group (or dummy batches)
         if ignore_grad:  # a dummy batch opens an update in which this worker has no data
             local = {"masked_tokens": 0, "anchors": 0}
         else:
@@ -274,5 +322,11 @@ class TacoMaskedLMTask(MaskedLMTask):
             totals = distributed_utils.all_reduce(
                 totals, group=distributed_utils.get_data_parallel_group()
             )
-        self._update_totals = (update_num, totals)
+        self._update_totals = totals
         return totals
+
+
+def _has_gradients(model) -> bool:
+    """Whether a backward pass ran since the gradients were last cleared (set to None, as
+    every fairseq optimizer's ``zero_grad`` does)."""
+    return any(p.grad is not None for p in model.parameters())

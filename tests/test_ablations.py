@@ -191,8 +191,10 @@ def test_recipes_compose(name, expected):
                          ids=lambda p: p.stem)
 def test_recipes_of_plugin_architectures_ask_for_the_user_dir(path):
     """A recipe (a config with defaults; bert_*.yaml are shared parts) with one of the plugin's
-    architectures must make fairseq-hydra-train ask for common.user_dir (a missing value), not
-    fail later with fairseq's KeyError '_name'."""
+    architectures must make fairseq-hydra-train ask for common.user_dir, not fail later with
+    fairseq's KeyError '_name'. ``???`` cannot (fairseq's schema default None wins over it);
+    an interpolation of a key that does not exist stops naming the key
+    (tests/test_glue_recipes.py runs it)."""
     from omegaconf import OmegaConf
 
     recipe = OmegaConf.load(path)
@@ -200,4 +202,5 @@ def test_recipes_of_plugin_architectures_ask_for_the_user_dir(path):
               if d != "_self_"]
     arch = OmegaConf.merge(*shared, recipe).get("model", {}).get("_name")
     if arch in ("roberta_tiny", "roberta_mini", "roberta_small", "roberta_medium"):
-        assert OmegaConf.is_missing(recipe.get("common", {}), "user_dir"), path.name
+        common = OmegaConf.to_container(recipe.get("common", {}), resolve=False)
+        assert common.get("user_dir") == "${mandatory_value_missing}", path.name

@@ -50,11 +50,27 @@ def dictionary_fingerprint(dictionary) -> Dict[str, object]:
 
 def load_lazily(path) -> dict:
     """A checkpoint loaded weights-only on the CPU, its tensors memory-mapped (not read) when
-    it is in torch's zip format."""
+    it is in torch's zip format.
+
+    Raises:
+        OptionError: the file cannot be read as a fairseq checkpoint (cut short, e.g. by a kill
+            while it was written, or not a checkpoint at all).
+    """
     try:
-        return torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+        state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
     except RuntimeError:  # not in the zip format that mmap needs
-        return torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # EOFError, UnpicklingError, KeyError, ... for such files
+            raise OptionError(
+                f"{path} cannot be read as a checkpoint ({type(e).__name__}: {e}): it is cut "
+                "short (e.g. by a kill while it was written) or not a fairseq checkpoint; give "
+                "an intact checkpoint_*.pt"
+            ) from e
+    if not isinstance(state, dict) or "model" not in state:
+        raise OptionError(f"{path} is not a fairseq checkpoint (it holds no model weights); "
+                          "give a checkpoint_*.pt written by fairseq-train")
+    return state
 
 
 def file_sha256(path) -> str:
@@ -137,7 +153,7 @@ def check_dictionary(
         raise OptionError(
             f"checkpoint {checkpoint} was trained with another SentencePiece model than "
             f"{sentencepiece_model}: text would be cut into other pieces."
-            f"{_trained_on(checkpoint, state)} {fix}"
+            f"{_trained_on(checkpoint, state, 'sentencepiece.bpe.model')} {fix}"
         )
 
 
@@ -145,8 +161,10 @@ def recorded_data_dir(checkpoint, state: dict) -> Optional[str]:
     """The data directory a checkpoint was trained on (the first of ``--data``/``task.data``),
     or None when it records none.
 
-    A relative path is taken relative to the checkpoint's own directory when it exists there,
-    else relative to the current directory (returned as given, whether it exists or not).
+    A relative path is taken relative to the checkpoint's own directory or the nearest of its
+    parents where it exists (a run started in the repository root records ``data-bin/x`` for
+    ``checkpoints/y/checkpoint_last.pt``), else relative to the current directory (returned as
+    given, whether it exists or not).
     """
     args = state.get("args")
     if args is not None:
@@ -157,10 +175,16 @@ def recorded_data_dir(checkpoint, state: dict) -> Optional[str]:
     if not data:
         return None
     data = str(data).split(os.pathsep)[0]
-    beside = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), data)
-    if not os.path.isabs(data) and os.path.isdir(beside):
-        return beside
-    return data
+    if os.path.isabs(data):
+        return data
+    directory = os.path.dirname(os.path.abspath(checkpoint))
+    while True:
+        if os.path.isdir(os.path.join(directory, data)):
+            return os.path.join(directory, data)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return data
+        directory = parent
 
 
 def checkpoint_to_load(cfg) -> Optional[str]:
@@ -365,9 +389,9 @@ def _warn_once(message: str) -> None:
         logger.warning(message)
 
 
-def _trained_on(checkpoint, state: dict) -> str:
+def _trained_on(checkpoint, state: dict, file: str = "dict.txt") -> str:
     data = recorded_data_dir(checkpoint, state)
-    return f" It was trained on {os.path.join(data, 'dict.txt')}." if data else ""
+    return f" It was trained on {os.path.join(data, file)}." if data else ""
 
 
 def _embedding_rows(state: dict) -> Optional[int]:

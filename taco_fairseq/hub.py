@@ -158,8 +158,9 @@ def from_pretrained(
         if recorded is None or not Path(recorded).is_dir():
             raise FileNotFoundError(
                 f"{checkpoint} was trained on data directory {recorded}, which does not exist "
-                "here (a relative one was looked for beside the checkpoint and in the current "
-                "directory); pass data_dir= (the data-bin with the model's dict.txt)"
+                "here (a relative one was looked for beside the checkpoint, in its parent "
+                "directories and in the current directory); give the data-bin with the model's "
+                "dict.txt (data_dir= in Python, --data for scripts/export_to_hf.py)"
             )
         data_dir = recorded
     data_dir = Path(data_dir).resolve()

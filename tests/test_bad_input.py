@@ -109,6 +109,25 @@ def test_missing_restore_file_stops_fairseq_train(tiny_databin, tmp_path):
     assert f"InputNotFoundError: --restore-file {missing}: no such checkpoint" in debug.stdout
 
 
+@pytest.mark.parametrize("damage", ["cut short", "not a checkpoint"])
+def test_an_unreadable_restore_file_stops_in_one_line(damage, tiny_databin, trained_checkpoint,
+                                                      tmp_path):
+    """A --restore-file cut short or of another kind: one line naming it (before: two chained
+    tracebacks from torch's unpickler)."""
+    bad = tmp_path / "bad.pt"
+    if damage == "cut short":
+        data = (trained_checkpoint / "checkpoint_last.pt").read_bytes()
+        bad.write_bytes(data[: len(data) // 2])
+    else:
+        bad.write_text("these are notes, not weights\n")
+    out = run_fairseq("fairseq-train", *train_args(tiny_databin, tmp_path / "run",
+                                                    "--restore-file", bad), check=False)
+    assert out.returncode != 0 and "train_inner" not in out.stdout
+    assert out.stdout.strip().splitlines()[-1].startswith(
+        f"error: {bad} cannot be read as a checkpoint")
+    assert "Traceback" not in out.stdout
+
+
 def test_configuration_errors_end_fairseq_hydra_train_in_one_line(tiny_databin, tmp_path):
     out = run_fairseq(
         "fairseq-hydra-train", "--config-dir", REPO / "examples/taco/config/pretraining",

@@ -99,3 +99,32 @@ def test_code_running_pickles_are_still_refused():
     buffer.seek(0)
     with pytest.raises(pickle.UnpicklingError):
         torch.load(buffer, weights_only=True)
+
+
+def test_a_file_that_is_no_checkpoint_is_named(tmp_path):
+    from taco_fairseq.checkpoint_checks import load_lazily
+    from taco_fairseq.errors import OptionError
+
+    notes = tmp_path / "notes.pt"
+    notes.write_text("not weights\n")
+    with pytest.raises(OptionError, match=f"{notes} cannot be read as a checkpoint"):
+        load_lazily(notes)
+    other = tmp_path / "tensor.pt"
+    torch.save({"weights": torch.zeros(2)}, other)
+    with pytest.raises(OptionError, match=f"{other} is not a fairseq checkpoint"):
+        load_lazily(other)
+
+
+def test_a_relative_data_path_is_found_beside_a_parent_of_the_checkpoint(tmp_path,
+                                                                          monkeypatch):
+    """A run started in the repository root records ``data-bin/x``; its checkpoint lies in
+    ``checkpoints/run/``: the data-bin is found from anywhere (README's layout)."""
+    from taco_fairseq.checkpoint_checks import recorded_data_dir
+
+    (tmp_path / "data-bin" / "x").mkdir(parents=True)
+    checkpoint = tmp_path / "checkpoints" / "run" / "checkpoint_last.pt"
+    checkpoint.parent.mkdir(parents=True)
+    monkeypatch.chdir(checkpoint.parent)
+    state = {"cfg": {"task": {"data": "data-bin/x"}}}
+    assert recorded_data_dir(checkpoint, state) == str(tmp_path / "data-bin" / "x")
+    assert recorded_data_dir(checkpoint, {"cfg": {"task": {"data": "nowhere"}}}) == "nowhere"

@@ -99,7 +99,8 @@ def test_errors_name_what_to_pass(trained_checkpoint, tiny_databin, tmp_path, mo
                                          rf"{re.escape(str(other_vocabulary / 'dict.txt'))}"):
         hub.from_pretrained(trained_checkpoint, data_dir=other_vocabulary, sentencepiece_model=spm_file)
     monkeypatch.setattr(hub, "recorded_data_dir", lambda checkpoint: str(tmp_path / "moved"))
-    with pytest.raises(FileNotFoundError, match="pass data_dir="):
+    with pytest.raises(FileNotFoundError,
+                       match=r"data_dir= in Python, --data for scripts/export_to_hf.py"):
         hub.from_pretrained(trained_checkpoint)
 
 

@@ -26,22 +26,6 @@ def write_summary_csv(scores: Sequence[Score], path: Path) -> None:
             writer.writerow([_text(getattr(s, c)) for c in SUMMARY_COLUMNS])
 
 
-def read_summary_csv(path: Path) -> List[Score]:
-    """The scores of a ``summary.csv``.
-
-    Raises:
-        ValueError: a column is missing.
-    """
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        missing = set(SUMMARY_COLUMNS) - set(reader.fieldnames or ())
-        if missing:
-            raise ValueError(f"{path} lacks the columns {sorted(missing)}")
-        types = {f.name: f.type for f in dataclasses.fields(Score)}
-        return [Score(**{c: _parse(row[c], types[c]) for c in SUMMARY_COLUMNS})
-                for row in reader]
-
-
 def write_checkpoints_csv(rows: Sequence[Mapping], path: Path) -> None:
     """``checkpoints.csv``: per checkpoint, the validation loss and contextual score."""
     with open(path, "w", encoding="utf-8", newline="") as f:
@@ -242,11 +226,3 @@ def _num(value) -> str:
 
 def _text(value) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
-def _parse(text: str, kind):
-    if kind in (int, "int"):
-        return int(text)
-    if kind in (float, "float"):
-        return float(text)
-    return text

@@ -27,7 +27,7 @@ from taco_fairseq.analysis.cli import (
     run_contextual_score,
     run_embedding_similarity,
 )
-from taco_fairseq.training_log import parse_json_log
+from taco_fairseq.analysis.training_log import parse_json_log
 
 
 def main(argv=None):

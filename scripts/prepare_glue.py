@@ -3,7 +3,7 @@
 sentence_prediction task, with the SentencePiece model and dict.txt of a pre-training data-bin.
 
 Writes DESTDIR/<TASK>/{input0,input1,label,index}/ and prep_info.json per task (layout in
-taco_fairseq/glue/prepare.py). Malformed rows (a missing or extra column, an unknown label) stop
+taco_fairseq/prep/glue_data.py). Malformed rows (a missing or extra column, an unknown label) stop
 the preparation with their line numbers unless --skip-malformed leaves them out (counted).
 
 Example (the five GLUE tasks in ../shared, with the quick start's data-bin):
@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from taco_fairseq.glue.prepare import GluePrepOptions, MalformedRowsError, prepare_glue
+from taco_fairseq.prep.glue_data import GluePrepOptions, MalformedRowsError, prepare_glue
 from taco_fairseq.glue.tasks import TASKS
 
 

@@ -3,8 +3,8 @@
 
 Reads plain, .xz or .gz UTF-8 text (WikiExtractor output, WikiText, Project Gutenberg books,
 ...), trains a SentencePiece model on the training text, encodes all splits with it and
-binarizes them with fairseq-preprocess. See taco_fairseq/pretraining_data.py for the output
-layout and taco_fairseq/corpus.py for how input files are read.
+binarizes them with fairseq-preprocess. See taco_fairseq/prep/pretraining.py for the output
+layout and taco_fairseq/prep/corpus.py for how input files are read.
 
 Example (from the repository root, after `pip install -e .`):
 
@@ -19,8 +19,8 @@ import os
 import sys
 from pathlib import Path
 
-from taco_fairseq.pretraining_data import PrepareOptions, prepare_pretraining_data
-from taco_fairseq.sentencepiece_vocab import MODEL_TYPES
+from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
+from taco_fairseq.prep.vocabulary import MODEL_TYPES
 
 
 def _positive_int(text: str) -> int:

@@ -8,7 +8,7 @@ Example:
 import argparse
 from pathlib import Path
 
-from taco_fairseq.training_log import format_table, parse_json_log
+from taco_fairseq.analysis.training_log import format_table, parse_json_log
 
 
 def main(argv=None):

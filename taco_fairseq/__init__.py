@@ -20,7 +20,7 @@ from . import checkpoint_compat  # noqa: E402,F401  (allow-lists the globals of 
 from . import errors, fairseq_patches  # noqa: E402
 from .criterions import mlm, sentence_prediction_summable, taco  # noqa: E402,F401
 from .models import roberta_sizes  # noqa: E402,F401
-from .tasks import taco_masked_lm  # noqa: E402,F401
+from . import task  # noqa: E402,F401
 
 errors.install_excepthook()
 fairseq_patches.apply()

@@ -7,7 +7,7 @@
   ``np.compat.long`` was Python's ``int``, i.e. int64); numpy itself is left unchanged.
 * ``checkpoint_utils.load_checkpoint``, where ``fairseq-train`` loads the checkpoint it
   resumes or starts from, first goes through
-  :func:`taco_fairseq.checkpoint_checks.restore_config`: for every task, an unreadable
+  :func:`taco_fairseq.checkpoints.restore_config`: for every task, an unreadable
   ``checkpoint_last.pt`` resumes from the newest intact checkpoint instead of stopping with
   ``EOFError``, a missing ``--restore-file`` is an error instead of a silent start from scratch,
   and a RoBERTa checkpoint that does not fit the model (e.g. a GLUE fine-tuning with more
@@ -44,7 +44,7 @@ def patch_numpy_compat() -> None:
 def patch_load_checkpoint() -> None:
     """Check (and, for an unreadable ``checkpoint_last.pt``, redirect) what fairseq-train
     loads; see the module doc."""
-    from .checkpoint_checks import restore_config
+    from .checkpoints import restore_config
 
     original = checkpoint_utils.load_checkpoint
     if getattr(original, "checked_by_taco_fairseq", False):

@@ -21,7 +21,7 @@ import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.models.roberta import RobertaHubInterface
 
-from . import checkpoint_checks
+from . import checkpoints
 
 PathLike = Union[str, Path]
 
@@ -150,7 +150,7 @@ def from_pretrained(
             SentencePiece model is missing; the message names the argument to pass.
         ValueError: if the data directory's dictionary or the SentencePiece model is not the
             one the checkpoint was trained with
-            (:func:`taco_fairseq.checkpoint_checks.check_dictionary`; the message names both).
+            (:func:`taco_fairseq.checkpoints.check_dictionary`; the message names both).
     """
     checkpoint = resolve_checkpoint(checkpoint)
     if data_dir is None:

@@ -65,7 +65,7 @@ def head():
 def tiny_databin(wikipedia_aa, wikitext_test, tmp_path_factory) -> Path:
     """A data-bin made by the prep command's library from real text: the first 3,000 lines of
     Wikipedia AA (train), WikiText-2 test (valid; 2,891 lines), a 2,000-piece vocabulary."""
-    from taco_fairseq.pretraining_data import PrepareOptions, prepare_pretraining_data
+    from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
 
     destdir = tmp_path_factory.mktemp("databin")
     prepare_pretraining_data(
@@ -179,7 +179,7 @@ def glue_data() -> Path:
 def glue_databin(glue_data, tiny_databin, tmp_path_factory) -> Path:
     """The five real GLUE tasks prepared by the GLUE prep command's library with the
     SentencePiece model and dict.txt of ``tiny_databin`` (2 workers); one directory per task."""
-    from taco_fairseq.glue.prepare import GluePrepOptions, prepare_glue
+    from taco_fairseq.prep.glue_data import GluePrepOptions, prepare_glue
 
     destdir = tmp_path_factory.mktemp("glue")
     prepare_glue(GluePrepOptions(glue_dir=glue_data, pretraining_data=tiny_databin,

@@ -10,7 +10,7 @@ from fairseq import checkpoint_utils, modules
 
 from conftest import REPO, USER_DIR, fairseq_setup, first_batch, run_fairseq, train_args
 from taco_fairseq.models.token_embeddings import TOKEN_EMBEDDING_KEY
-from taco_fairseq.training_log import parse_json_log
+from taco_fairseq.analysis.training_log import parse_json_log
 
 MLM = ("--task", "masked_lm", "--criterion", "mlm")
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")

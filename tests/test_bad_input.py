@@ -198,7 +198,7 @@ def test_own_checkpoint_fits(trained_checkpoint, tiny_databin):
     """The checks accept the checkpoint fairseq-train will load, and it really loads."""
     from fairseq import checkpoint_utils
 
-    from taco_fairseq.checkpoint_checks import checkpoint_to_load
+    from taco_fairseq.checkpoints import checkpoint_to_load
 
     last = str(trained_checkpoint / "checkpoint_last.pt")
     for options, expected in (

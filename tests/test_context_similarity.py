@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy import stats
 
-from taco_fairseq.analysis.context_similarity import (
+from taco_fairseq.diagnostics import (
     MEASURES,
     add_sums,
     pair_measure_sums,

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from taco_fairseq import contrastive
-from taco_fairseq.contrastive import NORM_EPS, global_bias, info_nce, sampled_dot
+from taco_fairseq.loss import NORM_EPS, global_bias, info_nce, sampled_dot
 
 
 def reference_info_nce(vectors, anchor, positive, negative, temperature):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from taco_fairseq.data.contrastive_sampling import sample_contrastive_positions
+from taco_fairseq.sampling import sample_contrastive_positions
 
 
 def random_batch(rng, max_batch=6, max_len=12, hole_prob=0.0):

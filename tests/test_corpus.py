@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from taco_fairseq.corpus import FileStats, read_document_lines
+from taco_fairseq.prep.corpus import FileStats, read_document_lines
 
 
 def _read(path, **kwargs):

@@ -11,8 +11,8 @@ import torch
 from conftest import fairseq_setup, train_args
 from distributed_worker import NO_DROPOUT
 from multiprocess import fairseq_train_ranks, worker_results
-from taco_fairseq.data.contrastive_sampling import sample_cross_worker_positions
-from taco_fairseq.distributed_negatives import global_negative_index
+from taco_fairseq.sampling import sample_cross_worker_positions
+from taco_fairseq.distributed import global_negative_index
 
 
 def test_global_index_is_uniform_over_all_workers_tokens_outside_the_row():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from taco_fairseq.corpus import read_document_lines
-from taco_fairseq.document_text import count_documents, move_last_documents, write_documents
+from taco_fairseq.prep.corpus import read_document_lines
+from taco_fairseq.prep.documents import count_documents, move_last_documents, write_documents
 
 LIMITS = {"max_docs": 3, "max_lines": 250}
 

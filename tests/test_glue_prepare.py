@@ -9,7 +9,7 @@ from fairseq.data import Dictionary, data_utils
 
 from conftest import run_script
 from taco_fairseq.glue.download import ARCHIVES, download_glue, format_mrpc
-from taco_fairseq.glue.prepare import (
+from taco_fairseq.prep.glue_data import (
     GluePrepOptions,
     MalformedRowsError,
     prepare_glue,

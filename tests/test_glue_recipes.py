@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from conftest import REPO, USER_DIR, run_fairseq
 from taco_fairseq.glue.recipes import ARCHITECTURES, DEFAULTS, finetune_args
 from taco_fairseq.glue.tasks import TASKS
-from taco_fairseq.training_log import parse_json_log
+from taco_fairseq.analysis.training_log import parse_json_log
 
 CONFIGS = REPO / "examples" / "taco" / "config" / "finetuning"
 #: fields the user sets per run or that only the runner sets: ??? where fairseq's schema has no

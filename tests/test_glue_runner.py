@@ -13,8 +13,8 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from conftest import USER_DIR, run_fairseq, run_script
-from taco_fairseq.checkpoint_checks import DICTIONARY_KEY, SENTENCEPIECE_KEY
-from taco_fairseq.glue.prepare import GluePrepOptions, prepare_glue
+from taco_fairseq.checkpoints import DICTIONARY_KEY, SENTENCEPIECE_KEY
+from taco_fairseq.prep.glue_data import GluePrepOptions, prepare_glue
 from taco_fairseq.glue.predict import FinetunedModel, read_predictions
 from taco_fairseq.glue.pretrained import (
     PretrainedCheckpoint,

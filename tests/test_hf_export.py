@@ -152,7 +152,7 @@ def _stsb_task_dir(databin, destdir, rows):
     pre-training dict.txt, label/{split}.label = score / 5 (fairseq's GLUE recipe)."""
     from fairseq.binarizer import FileBinarizer, VocabularyDatasetBinarizer
 
-    from taco_fairseq.sentencepiece_vocab import encode_file
+    from taco_fairseq.prep.vocabulary import encode_file
 
     dictionary = Dictionary.load(str(databin / "dict.txt"))
     for key in ("input0", "input1", "label"):

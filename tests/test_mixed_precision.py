@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from conftest import fairseq_setup
 from taco_fairseq import contrastive
 from taco_fairseq.criterions.taco import TC_EMBEDDINGS
-from taco_fairseq.contrastive import NORM_EPS, info_nce
+from taco_fairseq.loss import NORM_EPS, info_nce
 from taco_fairseq.data.contrastive_sampling_dataset import TC_POSITIONS, ContrastiveSamplingDataset
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -7,7 +7,7 @@ from fairseq.logging import metrics
 
 from conftest import fairseq_setup, first_batch
 from taco_fairseq.analysis.context_logging import INTER_KEY, INTRA_KEY, PAIR_SEED, PAIRS_KEY
-from taco_fairseq.analysis.context_similarity import pair_measure_sums, sample_context_pairs
+from taco_fairseq.diagnostics import pair_measure_sums, sample_context_pairs
 
 PRENORM = ("--arch", "roberta_prenorm", "--encoder-layers", "2", "--encoder-embed-dim", "32",
            "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2")

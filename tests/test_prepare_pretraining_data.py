@@ -10,8 +10,8 @@ import torch
 from fairseq.data import Dictionary, data_utils
 
 from conftest import run_script
-from taco_fairseq.corpus import read_document_lines
-from taco_fairseq.pretraining_data import PrepareOptions, prepare_pretraining_data
+from taco_fairseq.prep.corpus import read_document_lines
+from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
 
 
 

@@ -7,8 +7,8 @@ import pytest
 import sentencepiece as spm
 from fairseq.data import Dictionary
 
-from taco_fairseq.document_text import write_documents
-from taco_fairseq.sentencepiece_vocab import (
+from taco_fairseq.prep.documents import write_documents
+from taco_fairseq.prep.vocabulary import (
     SPECIAL_PIECES,
     count_unknown,
     encode_file,

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from taco_fairseq import contrastive
-from taco_fairseq.contrastive import NORM_EPS, global_bias, info_nce, normalize_rows
-from taco_fairseq.data.contrastive_sampling import sample_contrastive_positions
+from taco_fairseq.loss import NORM_EPS, global_bias, info_nce, normalize_rows
+from taco_fairseq.sampling import sample_contrastive_positions
 
 SEQ_LEN, HIDDEN, TEMPERATURE = 9, 16, 0.07
 

@@ -27,7 +27,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 from torch import Tensor
 
-from .context_similarity import pair_measure_sums, sample_context_pairs
+from ..diagnostics import pair_measure_sums, sample_context_pairs
 
 #: Seed of the pairs' own generator (one per device and criterion).
 PAIR_SEED = 0

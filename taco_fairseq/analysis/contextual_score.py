@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from .context_similarity import (
+from ..diagnostics import (
     MEASURES,
     add_sums,
     pair_measure_sums,

@@ -138,7 +138,7 @@ def plot_online_diagnostics(logs: Mapping[str, Sequence[Mapping]], path: PathLik
     for validation (``valid``).
 
     Args:
-        logs: run -> records of :func:`taco_fairseq.training_log.parse_json_log`.
+        logs: run -> records of :func:`taco_fairseq.analysis.training_log.parse_json_log`.
 
     Raises:
         ValueError: if no log has the metrics (trained with ``--no-context-similarity``, or

@@ -226,7 +226,7 @@ def _tc_table(result) -> List[str]:
         "negatives from the real sampler, median of "
         f"{result.options.tc_repeats} alternating runs: `gather` builds the `[anchors, K, "
         "hidden]` tensor of negatives (the official code's way), `fast` is "
-        "`taco_fairseq.contrastive.info_nce`.",
+        "`taco_fairseq.loss.info_nce`.",
         "",
     ]
     header = [

@@ -1,5 +1,5 @@
 """The TC loss alone (global bias and InfoNCE, forward and backward):
-:func:`taco_fairseq.contrastive.info_nce` against the straightforward implementation that
+:func:`taco_fairseq.loss.info_nce` against the straightforward implementation that
 gathers the negatives into an ``[anchors, K, hidden]`` tensor (the official code's way), on
 positions drawn by the real sampler."""
 
@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..contrastive import NORM_EPS, InfoNCEOutput, global_bias, info_nce
-from ..data.contrastive_sampling import sample_contrastive_positions
+from ..loss import NORM_EPS, InfoNCEOutput, global_bias, info_nce
+from ..sampling import sample_contrastive_positions
 
 #: Tokens per sequence of the timed batches.
 SEQ_LEN = 256
@@ -27,10 +27,10 @@ def gather_info_nce(
     temperature: float,
     detach_keys: bool = True,
 ) -> InfoNCEOutput:
-    """InfoNCE of :func:`~taco_fairseq.contrastive.info_nce`, computed by gathering the
+    """InfoNCE of :func:`~taco_fairseq.loss.info_nce`, computed by gathering the
     negatives' vectors into an ``[anchors, K, hidden]`` tensor (TACO's official code).
 
-    Same arguments and result as :func:`~taco_fairseq.contrastive.info_nce` (``[..., hidden]``
+    Same arguments and result as :func:`~taco_fairseq.loss.info_nce` (``[..., hidden]``
     vectors are flattened to rows, a copy for a transposed view); its memory is
     anchors × K × hidden floats (forward and backward).
     """
@@ -53,7 +53,7 @@ class TCLossTiming(NamedTuple):
         negatives: K.
         hidden: vector size.
         gather_s: :func:`gather_info_nce`.
-        fast_s: :func:`~taco_fairseq.contrastive.info_nce`.
+        fast_s: :func:`~taco_fairseq.loss.info_nce`.
         max_difference: largest absolute difference between the two implementations' losses
             and gradients (a check that they compute the same thing).
     """
@@ -79,7 +79,7 @@ def time_tc_loss(
     of ``tokens // seq_len`` sequences of ``seq_len`` tokens (fairseq's ``[seq_len, batch,
     hidden]`` layout) through the global bias, passed as the ``taco`` criterion passes it, to
     the gradients of the states; anchors, positives (W = 5) and K negatives are drawn by
-    :func:`~taco_fairseq.data.contrastive_sampling.sample_contrastive_positions`.
+    :func:`~taco_fairseq.sampling.sample_contrastive_positions`.
 
     Raises:
         ValueError: if ``tokens`` is not a multiple of ``seq_len`` of at least two sequences.

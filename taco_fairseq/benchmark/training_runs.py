@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from ..pretraining_data import INFO_FILE, PrepareOptions, prepare_pretraining_data
+from ..prep.pretraining import INFO_FILE, PrepareOptions, prepare_pretraining_data
 
 USER_DIR = str(Path(__file__).resolve().parents[1])
 
@@ -87,7 +87,7 @@ def training_argv(data: Path, shape: Shape, device: str, fp16: bool = False) -> 
 
 def ensure_data(destdir: Path, text: Sequence[Path], max_lines: int, vocab_size: int) -> Path:
     """Prepare a data-bin from ``text`` into ``destdir`` unless one made from the same inputs
-    and options is already there (see :func:`taco_fairseq.pretraining_data.prepare_pretraining_data`).
+    and options is already there (see :func:`taco_fairseq.prep.pretraining.prepare_pretraining_data`).
 
     Args:
         destdir: output directory (reused across benchmark runs).

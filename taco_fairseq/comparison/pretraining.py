@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..glue.sweep import find_checkpoints
-from ..training_log import parse_json_log
+from ..analysis.training_log import parse_json_log
 from .objectives import RECIPES_DIR, objective_args, shared_args
 
 USER_DIR = Path(__file__).resolve().parents[1]  # the taco_fairseq package, for --user-dir

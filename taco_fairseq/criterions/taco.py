@@ -14,8 +14,8 @@ from fairseq.logging.meters import safe_round
 from omegaconf import II
 
 from ..analysis.context_logging import ContextSimilarityConfig, ContextSimilarityLogger
-from ..contrastive import global_bias, info_nce
-from ..distributed_negatives import complete_negatives
+from ..loss import global_bias, info_nce
+from ..distributed import complete_negatives
 from ..errors import OptionError
 
 TC_EMBEDDINGS = ("layer-output", "token", "original-token")

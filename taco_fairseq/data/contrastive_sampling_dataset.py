@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset
 
-from .contrastive_sampling import sample_contrastive_positions, sample_cross_worker_positions
+from ..sampling import sample_contrastive_positions, sample_cross_worker_positions
 
 TC_POSITIONS = ("all", "masked", "unmasked")
 
@@ -21,7 +21,7 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
     any anchor can draw its negatives from; 0 without anchors).
 
     With ``cross_worker`` (``--tc-cross-worker-negatives``) ``batch["taco"]`` holds the fields
-    of :class:`~taco_fairseq.data.contrastive_sampling.CrossWorkerPositions` instead of
+    of :class:`~taco_fairseq.sampling.CrossWorkerPositions` instead of
     ``negative`` (``negative_uniform`` float64, the others int64), and ``skipped`` is 0: the
     criterion draws the negatives from all workers' batches.
 

@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 
 from .. import checkpoint_compat  # noqa: F401  (fairseq checkpoints under weights_only)
-from ..checkpoint_checks import (
+from ..checkpoints import (
     DICTIONARY_KEY,
     check_dictionary,
     load_lazily,
@@ -24,8 +24,8 @@ from ..checkpoint_checks import (
     recorded_data_dir,
 )
 from ..errors import OptionError
-from ..pretraining_data import DICT_FILE, MODEL_FILE
-from .prepare import INFO_FILE, read_prep_info
+from ..prep.pretraining import DICT_FILE, MODEL_FILE
+from ..prep.glue_data import INFO_FILE, read_prep_info
 
 logger = logging.getLogger(__name__)
 
@@ -153,13 +153,13 @@ def check_compatible(
 
 
 def check_glue_data(checkpoint, state: dict, task_dir: Path):
-    """:func:`taco_fairseq.checkpoint_checks.check_dictionary` for a prepared GLUE task
+    """:func:`taco_fairseq.checkpoints.check_dictionary` for a prepared GLUE task
     directory: its ``input0/dict.txt`` and the SentencePiece model its ``prep_info.json``
     records (by SHA-256).
 
     Args:
         checkpoint: a pre-training or fine-tuned checkpoint (path, for messages).
-        state: the checkpoint (:func:`taco_fairseq.checkpoint_checks.load_lazily`).
+        state: the checkpoint (:func:`taco_fairseq.checkpoints.load_lazily`).
         task_dir: the prepared task directory.
 
     Returns:

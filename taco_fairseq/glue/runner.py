@@ -30,10 +30,10 @@ from typing import Dict, List, Optional, Sequence
 
 from tqdm import tqdm
 
-from ..training_log import parse_json_log
+from ..analysis.training_log import parse_json_log
 from .metrics import score_predictions
 from .predict import FinetunedModel, write_predictions
-from .prepare import read_prep_info
+from ..prep.glue_data import read_prep_info
 from .pretrained import CheckpointInfo, PretrainedCheckpoint, check_compatible, inspect_checkpoint
 from .recipes import Hyperparameters, finetune_args
 from .tasks import GlueTask, get_task

@@ -25,7 +25,7 @@ def write_documents(
     max_docs: Optional[int] = None,
     max_lines: Optional[int] = None,
 ) -> List[FileStats]:
-    """Read raw text files (see :mod:`taco_fairseq.corpus`) into one document text file.
+    """Read raw text files (see :mod:`taco_fairseq.prep.corpus`) into one document text file.
 
     Documents of consecutive files are separated like documents within a file. The limits
     apply to each file separately.
@@ -34,7 +34,7 @@ def write_documents(
         What was read from each file, in order.
 
     Raises:
-        FileNotFoundError, ValueError: as :func:`taco_fairseq.corpus.read_document_lines`.
+        FileNotFoundError, ValueError: as :func:`taco_fairseq.prep.corpus.read_document_lines`.
     """
     stats = []
     with open(dest, "w", encoding="utf-8") as out:

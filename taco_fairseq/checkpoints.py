@@ -268,7 +268,7 @@ def restore_config(cfg, task, model):
     """
     from fairseq.models.roberta import RobertaModel
 
-    from .tasks.taco_masked_lm import TacoMaskedLMTask
+    from .task import TacoMaskedLMTask
 
     path = checkpoint_to_load(cfg)
     if path is None:

@@ -32,11 +32,11 @@ from typing import Dict, List, Optional, Sequence
 from fairseq.binarizer import FileBinarizer, VocabularyDatasetBinarizer
 from fairseq.data import Dictionary
 
-from ..checkpoint_checks import check_dictionary, file_sha256, load_lazily, load_task_dictionary
-from ..pretraining_data import DICT_FILE, MODEL_FILE
-from ..sentencepiece_vocab import encode_file
-from .tasks import TASKS, GlueTask, get_tasks
-from .tsv import TsvSplit, read_split
+from ..checkpoints import check_dictionary, file_sha256, load_lazily, load_task_dictionary
+from .pretraining import DICT_FILE, MODEL_FILE
+from .vocabulary import encode_file
+from ..glue.tasks import TASKS, GlueTask, get_tasks
+from ..glue.tsv import TsvSplit, read_split
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
             file, or in a train/dev file without ``skip_malformed``.
         ValueError: an unknown task name, a file that is not in the GLUE layout, or a
             ``checkpoint`` trained with another dictionary or SentencePiece model
-            (:func:`taco_fairseq.checkpoint_checks.check_dictionary`).
+            (:func:`taco_fairseq.checkpoints.check_dictionary`).
     """
     pretraining = Path(options.pretraining_data)
     for name in (MODEL_FILE, DICT_FILE):

@@ -3,10 +3,10 @@
 Steps (all streaming; memory does not grow with the corpus):
 
 1. read the ``train``/``valid``/``test`` input files into document text files
-   (:mod:`taco_fairseq.corpus`, :mod:`taco_fairseq.document_text`); with ``valid_docs`` the
+   (:mod:`taco_fairseq.prep.corpus`, :mod:`taco_fairseq.prep.documents`); with ``valid_docs`` the
    last documents of the training input become the validation split instead;
 2. train a SentencePiece model on the training text
-   (:func:`taco_fairseq.sentencepiece_vocab.train_sentencepiece`);
+   (:func:`taco_fairseq.prep.vocabulary.train_sentencepiece`);
 3. encode every split into pieces in parallel and count the pieces of the training split;
 4. write ``dict.txt`` from the model and the training counts;
 5. binarize with fairseq's own ``fairseq_cli.preprocess --only-source --srcdict dict.txt``.
@@ -39,9 +39,9 @@ from typing import Dict, Iterator, List, Optional
 import fairseq
 import sentencepiece as spm
 
-from . import __version__
-from .document_text import count_documents, move_last_documents, write_documents
-from .sentencepiece_vocab import count_unknown, encode_file, train_sentencepiece, write_fairseq_dict
+from .. import __version__
+from .documents import count_documents, move_last_documents, write_documents
+from .vocabulary import count_unknown, encode_file, train_sentencepiece, write_fairseq_dict
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ own, which is the distribution TACO's sampler (§3.1, "Negative pairs") gives wh
 holds the whole global batch.
 
 The loader cannot see the other workers' tokens, so the draw is split in two
-(:func:`taco_fairseq.data.contrastive_sampling.sample_cross_worker_positions` draws the
+(:func:`taco_fairseq.sampling.sample_cross_worker_positions` draws the
 variates, deterministically given seed, epoch and batch ids). At every training step the
 criterion then
 
@@ -27,7 +27,7 @@ from fairseq.distributed import utils as distributed_utils
 
 
 class CompletedNegatives(NamedTuple):
-    """The inputs of :func:`taco_fairseq.contrastive.info_nce` for a cross-worker batch.
+    """The inputs of :func:`taco_fairseq.loss.info_nce` for a cross-worker batch.
 
     Attributes:
         vectors: ``[rows + T, hidden]`` the batch's vectors, then the T candidate vectors of

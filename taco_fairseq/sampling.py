@@ -85,7 +85,7 @@ def sample_contrastive_positions(
 
 class CrossWorkerPositions(NamedTuple):
     """Sampled positions of one worker's batch whose negatives are completed across workers
-    (``--tc-cross-worker-negatives``, see :mod:`taco_fairseq.distributed_negatives`).
+    (``--tc-cross-worker-negatives``, see :mod:`taco_fairseq.distributed`).
 
     Attributes:
         anchor: ``[anchors]`` int64 flat indices into ``[batch * seq_len]``.
@@ -118,7 +118,7 @@ def sample_cross_worker_positions(
     """Draw positives as :func:`sample_contrastive_positions`, and K uniform variates per
     anchor instead of negatives: the loader cannot see the other workers' tokens, so the
     criterion maps the variates to negatives after an all-gather
-    (:func:`taco_fairseq.distributed_negatives.global_negative_index`).
+    (:func:`taco_fairseq.distributed.global_negative_index`).
 
     An anchor is eligible when ``anchor_mask`` and ``candidate`` hold at its position and its
     sequence has another candidate token; whether negatives exist is decided by the criterion

@@ -16,7 +16,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from omegaconf import II
 
-from ..checkpoint_checks import (
+from .checkpoints import (
     DICTIONARY_KEY,
     SENTENCEPIECE_KEY,
     check_checkpoint_fits,
@@ -24,11 +24,11 @@ from ..checkpoint_checks import (
     dictionary_fingerprint,
     file_sha256,
 )
-from ..data.contrastive_sampling_dataset import TC_POSITIONS, ContrastiveSamplingDataset
-from ..data.update_totals import UpdateTotalsEpochIterator
-from ..errors import InputNotFoundError, OptionError, hydra_relative_path_hint
-from ..hub import SENTENCEPIECE_MODEL
-from ..models.token_embeddings import TokenEmbeddingConfig, setup_token_embeddings
+from .data.contrastive_sampling_dataset import TC_POSITIONS, ContrastiveSamplingDataset
+from .data.update_totals import UpdateTotalsEpochIterator
+from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
+from .hub import SENTENCEPIECE_MODEL
+from .models.token_embeddings import TokenEmbeddingConfig, setup_token_embeddings
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ class TacoMaskedLMTask(MaskedLMTask):
         Raises:
             OptionError: from :func:`validate_training_setup`, or for a checkpoint of another
                 vocabulary or architecture
-                (:func:`~taco_fairseq.checkpoint_checks.check_checkpoint_fits`).
+                (:func:`~taco_fairseq.checkpoints.check_checkpoint_fits`).
             InputNotFoundError: for a ``--restore-file`` that does not exist.
         """
         model = super().build_model(cfg, from_checkpoint)

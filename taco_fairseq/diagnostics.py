@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..contrastive import NORM_EPS
+from .loss import NORM_EPS
 
 #: Measures of a pair of vectors (a, b): similarities (higher = closer) and distances.
 MEASURES = ("cosine", "dot", "l1", "l2", "l10")
@@ -122,7 +122,7 @@ def pair_measure_sums(
     """Sum each measure over the anchors' intra- and inter-context pairs.
 
     Measures of vectors a, b: ``cosine`` = a·b / (max(‖a‖, ε) · max(‖b‖, ε)) (ε =
-    :data:`taco_fairseq.contrastive.NORM_EPS`), ``dot`` = a·b, ``l1``/``l2``/``l10`` =
+    :data:`taco_fairseq.loss.NORM_EPS`), ``dot`` = a·b, ``l1``/``l2``/``l10`` =
     ‖a − b‖_p for p = 1, 2, 10. Cosine and dot product are computed in float32, the distances
     in float64 (|x|^10 overflows float32 for large states).
 

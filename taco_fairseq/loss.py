@@ -9,7 +9,7 @@ Fu et al., "Contextual Representation Learning beyond Masked Language Modeling",
       L(g_x, g_c) = −log( exp f(g_x, g_c) / (exp f(g_x, g_c) + Σ_k exp f(g_x, g_{c_k^-})) )
 
 Nothing here imports fairseq: positions are flat indices into a ``[rows, hidden]`` table of
-global-bias vectors, as produced by :mod:`taco_fairseq.data.contrastive_sampling`.
+global-bias vectors, as produced by :mod:`taco_fairseq.sampling`.
 """
 
 import contextlib

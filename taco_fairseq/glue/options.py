@@ -1,11 +1,11 @@
-"""Command-line options shared by the GLUE commands that fine-tune (``scripts/run_glue.py``,
-``scripts/glue_checkpoint_sweep.py``)."""
+"""Command-line options shared by the GLUE commands that fine-tune (``taco-glue``,
+``taco-glue-sweep``, ``taco-compare``)."""
 
 import argparse
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from .recipes import DEFAULTS
+from .recipes import SIZES, default_point
 from .runner import RunnerOptions
 from .tasks import TASKS, GlueTask, get_tasks
 
@@ -28,10 +28,12 @@ def add_runner_options(parser: argparse.ArgumentParser) -> None:
                         help=f"of {', '.join(TASKS)} (default: every task prepared in --data)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4],
                         help="fine-tuning seeds (default: %(default)s, the paper's 4 runs)")
-    parser.add_argument("--recipe", choices=sorted(DEFAULTS), default="small",
-                        help="single-run defaults of the official scripts: small (batch 32, lr "
-                        "5e-5, 4 epochs) or base (batch 32, lr 3e-5, 6 epochs) "
-                        "(default: %(default)s)")
+    parser.add_argument("--recipe", choices=SIZES, default="small",
+                        help="the recipes examples/taco/config/finetuning/<task>_<RECIPE>.yaml "
+                        "(the architecture and positions come from the checkpoint); their "
+                        "batch size, lr and epochs are the single-run default: "
+                        + "; ".join(f"{s}: {default_point(s)}" for s in SIZES)
+                        + " (default: %(default)s)")
     parser.add_argument("--pretraining-data", type=Path,
                         help="the checkpoints' pre-training data-bin, for the dictionary check "
                         "(default: the path recorded in each checkpoint)")
@@ -84,5 +86,5 @@ def runner_options(args, fairseq_args: Sequence[str]) -> RunnerOptions:
         data_dir=args.data, out_dir=args.out, pretraining_data=args.pretraining_data,
         fairseq_args=(["--cpu"] if args.cpu else []) + list(fairseq_args), cpu=args.cpu,
         keep_checkpoints=not args.delete_checkpoints,
-        max_updates=parse_update_caps(args.max_updates),
+        max_updates=parse_update_caps(args.max_updates), recipe=args.recipe,
     )

@@ -17,6 +17,7 @@ from typing import Iterator, List, Optional, Sequence, Union
 import torch
 from fairseq.models.roberta import RobertaHubInterface
 
+from ..checkpoints import load_lazily
 from ..hub import from_pretrained
 
 logger = logging.getLogger(__name__)
@@ -108,8 +109,7 @@ def load_checkpoint(
 def checkpoint_updates(path: Union[str, Path]) -> int:
     """The number of updates a fairseq checkpoint was saved at (its tensors are memory-mapped,
     not read)."""
-    state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    return int(state["optimizer_history"][-1]["num_updates"])
+    return int(load_lazily(path)["optimizer_history"][-1]["num_updates"])
 
 
 def iter_run_checkpoints(

@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import torch
-
-from .. import checkpoint_compat  # noqa: F401  (fairseq checkpoints under weights_only)
 from ..checkpoints import (
     DICTIONARY_KEY,
     check_dictionary,
@@ -81,7 +78,7 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
 
     Raises:
         FileNotFoundError: ``path`` does not exist (fairseq would start from random weights).
-        ValueError: the file is not a fairseq checkpoint of a RoBERTa-style encoder.
+        ValueError: the file is not a readable fairseq checkpoint of a RoBERTa-style encoder.
     """
     path = Path(path)
     if path.is_dir():
@@ -94,12 +91,9 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
             f"pre-training checkpoint {path} not found (fairseq would silently fine-tune from "
             "random weights); give an existing checkpoint_*.pt"
         )
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as e:  # torch raises several types for files it cannot read
-        raise ValueError(f"{path} is not a readable fairseq checkpoint: {e}") from e
-    cfg = state.get("cfg") if isinstance(state, dict) else None
-    if cfg is None or _EMBEDDINGS not in state.get("model", {}):
+    state = load_lazily(path)
+    cfg = state.get("cfg")
+    if cfg is None or _EMBEDDINGS not in state["model"]:
         raise ValueError(
             f"{path} is not a fairseq checkpoint of a RoBERTa-style encoder (no cfg or no "
             f"{_EMBEDDINGS})"

@@ -1,10 +1,10 @@
 """Document text files: the layout fairseq's ``--sample-break-mode complete_doc`` reads.
 
 A document text file is UTF-8 with one non-empty line per sentence or paragraph and exactly
-one empty line between two documents (none before the first or after the last). fairseq
-binarizes the empty line into an entry that holds only ``</s>``, which ``complete_doc`` treats
-as a document boundary, so a file of ``L`` non-empty lines and ``D`` documents becomes a
-dataset of ``L + D - 1`` entries.
+one empty line between two documents (none before the first or after the last). Binarized
+(:mod:`taco_fairseq.prep.binarize`), every line is an entry, so the empty line is an entry of
+only ``</s>``, which ``complete_doc`` treats as a document boundary, and a file of ``L``
+non-empty lines and ``D`` documents becomes a dataset of ``L + D - 1`` entries.
 """
 
 import collections

@@ -12,31 +12,37 @@ Per task, ``destdir/<TASK>/`` holds, as fairseq's RoBERTa GLUE recipe
     label/{split}.label                 STS-B instead: the score of each row as a float text
     index/{split}.txt                   GLUE's example index of each row (for predictions)
     prep_info.json                      rows, malformed rows, unknown tokens, fingerprints
+    text/                               only with keep_text: {split}.input{k}.txt, the
+                                        sentences
 
 Splits: ``train``, ``valid`` (dev), ``test``; MNLI also ``valid1``/``test1`` (mismatched).
-Row ``i`` of every file of a split is row ``i`` of the usable rows of its TSV file; the row
-counts are checked after binarizing. Binarizing uses fairseq's own binarizer (the one
-``fairseq-preprocess --only-source --srcdict dict.txt`` runs), called in-process because a
-``fairseq-preprocess`` process per file would spend most of its time importing fairseq.
+Row ``i`` of every file of a split is row ``i`` of the usable rows of its TSV file. Sentences
+are encoded to SentencePiece ids and written as they are
+(:class:`taco_fairseq.prep.binarize.DatasetWriter`, the bytes
+``fairseq-preprocess --only-source --srcdict dict.txt`` would write), as are the labels' ids.
 """
 
+import argparse
 import json
 import logging
+import os
 import shutil
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from fairseq.binarizer import FileBinarizer, VocabularyDatasetBinarizer
+import sentencepiece as spm
 from fairseq.data import Dictionary
 
 from ..checkpoints import check_dictionary, file_sha256, load_lazily, load_task_dictionary
-from .pretraining import DICT_FILE, MODEL_FILE
-from .vocabulary import encode_file
 from ..glue.tasks import TASKS, GlueTask, get_tasks
 from ..glue.tsv import TsvSplit, read_split
+from .binarize import DatasetWriter
+from .pretraining import DICT_FILE, MODEL_FILE, positive_int
+from .vocabulary import check_fairseq_dict
 
 logger = logging.getLogger(__name__)
 
@@ -63,10 +69,10 @@ class GluePrepOptions:
             SentencePiece fingerprints must match ``pretraining_data``'s.
         destdir: output directory; task ``T`` goes to ``destdir/T``.
         tasks: GLUE task names; empty: every task whose directory exists in ``glue_dir``.
-        workers: processes for encoding and binarizing.
+        workers: SentencePiece encoding threads.
         skip_malformed: leave malformed train/dev rows out (counted and reported) instead of
             stopping; test rows are never skipped (GLUE submissions need every index).
-        keep_text: keep the intermediate text and pieces in ``<task>/text``.
+        keep_text: write the sentences as text into ``<task>/text`` too.
         force: replace a task's output directory that is not empty.
     """
 
@@ -94,8 +100,10 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
         FileExistsError: a task's output directory is not empty and ``force`` is not set.
         MalformedRowsError: malformed rows (listed with line numbers and reasons) in a test
             file, or in a train/dev file without ``skip_malformed``.
-        ValueError: an unknown task name, a file that is not in the GLUE layout, or a
-            ``checkpoint`` trained with another dictionary or SentencePiece model
+        ValueError: an unknown task name, a file that is not in the GLUE layout, a
+            ``dict.txt`` whose ids are not the SentencePiece ids of the model next to it
+            (:func:`taco_fairseq.prep.vocabulary.check_fairseq_dict`), or a ``checkpoint``
+            trained with another dictionary or SentencePiece model
             (:func:`taco_fairseq.checkpoints.check_dictionary`).
     """
     pretraining = Path(options.pretraining_data)
@@ -161,12 +169,10 @@ def prepare_task(
     splits = _read_splits(task, Path(source_dir), skip_malformed)
     _prepare_task_dir(task_dir, force)
     try:
-        info = _write_task(task, splits, Path(pretraining_data), task_dir, workers)
+        info = _write_task(task, splits, Path(pretraining_data), task_dir, workers, keep_text)
     except BaseException:
         shutil.rmtree(task_dir, ignore_errors=True)  # a corrected rerun needs no --force
         raise
-    if not keep_text:
-        shutil.rmtree(task_dir / TEXT_DIR)
     info["seconds"] = round(time.perf_counter() - start, 3)
     (task_dir / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     logger.info("%s: %s", task.name, ", ".join(
@@ -227,17 +233,29 @@ def _report_malformed(data: TsvSplit, split: str, skip_malformed: bool) -> None:
     logger.warning("%s; left out (--skip-malformed)", message)
 
 
-def _write_task(task, splits, pretraining_data: Path, task_dir: Path, workers: int) -> dict:
-    (task_dir / TEXT_DIR).mkdir()
+def _write_task(
+    task, splits, pretraining_data: Path, task_dir: Path, workers: int, keep_text: bool
+) -> dict:
     (task_dir / INDEX_DIR).mkdir()
+    if keep_text:
+        (task_dir / TEXT_DIR).mkdir()
     dictionary = Dictionary.load(str(pretraining_data / DICT_FILE))
+    model = spm.SentencePieceProcessor(model_file=str(pretraining_data / MODEL_FILE))
+    check_fairseq_dict(model, dictionary, f"{pretraining_data / DICT_FILE} and {MODEL_FILE}")
     info_splits = {split: _split_info(data, task) for split, data in splits.items()}
     for k in range(task.num_inputs):
-        for split, summary in _write_input(k, splits, pretraining_data, dictionary, task_dir,
-                                           workers).items():
-            info_splits[split][f"input{k}_tokens"] = summary.num_tok
-            info_splits[split][f"input{k}_unk_tokens"] = summary.num_replaced
-    _write_labels(task, splits, task_dir, workers)
+        out_dir = task_dir / f"input{k}"
+        out_dir.mkdir()
+        dictionary.save(str(out_dir / DICT_FILE))
+        for split, data in splits.items():
+            sentences = [row[k] for row in data.inputs]
+            if keep_text:
+                _write_lines(task_dir / TEXT_DIR / f"{split}.input{k}.txt", sentences)
+            with DatasetWriter(out_dir / split, len(dictionary)) as dataset:
+                dataset.add(model.encode(sentences, out_type=int, num_threads=workers))
+            info_splits[split][f"input{k}_tokens"] = dataset.tokens
+            info_splits[split][f"input{k}_unk_tokens"] = dataset.unk_tokens
+    _write_labels(task, splits, task_dir)
     for split, data in splits.items():
         _write_lines(task_dir / INDEX_DIR / f"{split}.txt", data.indices)
     return {
@@ -253,24 +271,7 @@ def _write_task(task, splits, pretraining_data: Path, task_dir: Path, workers: i
     }
 
 
-def _write_input(k: int, splits, pretraining_data: Path, dictionary: Dictionary, task_dir: Path,
-                 workers: int) -> dict:
-    """Encode and binarize input column ``k`` of every split into ``input{k}/``; returns the
-    binarizer's summary per split."""
-    out_dir = task_dir / f"input{k}"
-    out_dir.mkdir()
-    dictionary.save(str(out_dir / DICT_FILE))
-    summaries = {}
-    for split, data in splits.items():
-        raw = task_dir / TEXT_DIR / f"{split}.input{k}.txt"
-        _write_lines(raw, (row[k] for row in data.inputs))
-        pieces = raw.with_suffix(".spm")
-        encode_file(pretraining_data / MODEL_FILE, raw, pieces, workers=workers)
-        summaries[split] = _binarize(pieces, dictionary, out_dir / split, workers, len(data))
-    return summaries
-
-
-def _write_labels(task: GlueTask, splits, task_dir: Path, workers: int) -> None:
+def _write_labels(task: GlueTask, splits, task_dir: Path) -> None:
     """``label/``: binarized class labels with a dictionary in the task's label order, or the
     STS-B scores as ``{split}.label`` text."""
     label_dir = task_dir / LABEL_DIR
@@ -286,9 +287,8 @@ def _write_labels(task: GlueTask, splits, task_dir: Path, workers: int) -> None:
         labels.add_symbol(label, n=train_counts[label])
     labels.save(str(label_dir / DICT_FILE))
     for split, data in labeled.items():
-        raw = task_dir / TEXT_DIR / f"{split}.label.txt"
-        _write_lines(raw, data.labels)
-        _binarize(raw, labels, label_dir / split, workers, len(data))
+        with DatasetWriter(label_dir / split, len(labels)) as dataset:
+            dataset.add([labels.index(label)] for label in data.labels)
 
 
 def _split_info(data: TsvSplit, task: GlueTask) -> dict:
@@ -303,17 +303,6 @@ def _split_info(data: TsvSplit, task: GlueTask) -> dict:
         counts = Counter(data.labels)
         info["label_counts"] = {label: counts[label] for label in task.labels}
     return info
-
-
-def _binarize(text: Path, dictionary: Dictionary, prefix: Path, workers: int, rows: int):
-    """fairseq's binarizer (as fairseq-preprocess --only-source), checked to keep ``rows``."""
-    summary = FileBinarizer.multiprocess_dataset(
-        str(text), "mmap", VocabularyDatasetBinarizer(dictionary, append_eos=True),
-        str(prefix), vocab_size=len(dictionary), num_workers=workers,
-    )
-    if summary.num_seq != rows:
-        raise RuntimeError(f"binarizing {text} gave {summary.num_seq} rows instead of {rows}")
-    return summary
 
 
 def _write_lines(path: Path, lines) -> None:
@@ -331,3 +320,70 @@ def _prepare_task_dir(task_dir: Path, force: bool) -> None:
             )
         shutil.rmtree(task_dir)
     task_dir.mkdir(parents=True, exist_ok=True)
+
+
+_DESCRIPTION = """\
+Prepare GLUE tasks (original GLUE TSV layout) for fine-tuning with fairseq's
+sentence_prediction task, with the SentencePiece model and dict.txt of a pre-training data-bin.
+
+Writes DESTDIR/<TASK>/{input0,input1,label,index}/ and prep_info.json per task (layout in
+taco_fairseq/prep/glue_data.py). Malformed rows (a missing or extra column, an unknown label)
+stop the preparation with their line numbers unless --skip-malformed leaves them out (counted).
+
+Example (the five GLUE tasks in ../shared, with the quick start's data-bin):
+
+    python scripts/prepare_glue.py --glue-dir ../shared/data/glue \\
+        --pretraining-data runs/quickstart/data-bin --destdir runs/quickstart/glue-bin
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser; option names match :class:`GluePrepOptions` fields."""
+    parser = argparse.ArgumentParser(
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--glue-dir", type=Path, required=True,
+                        help="directory with one directory per GLUE task (RTE/, MNLI/, ...)")
+    parser.add_argument("--pretraining-data", type=Path, required=True,
+                        help="pre-training data-bin with sentencepiece.bpe.model and dict.txt")
+    parser.add_argument("--checkpoint", type=Path, metavar="FILE",
+                        help="the pre-training checkpoint to be fine-tuned: stop unless "
+                        "--pretraining-data has its dict.txt and sentencepiece.bpe.model")
+    parser.add_argument("--destdir", type=Path, required=True,
+                        help="output directory; task T goes to DESTDIR/T")
+    parser.add_argument("--tasks", nargs="+", default=[], metavar="TASK",
+                        help=f"tasks to prepare, of {', '.join(TASKS)} (default: every task "
+                        "directory found in --glue-dir)")
+    parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
+                        help="SentencePiece encoding threads (default: all CPUs, %(default)s)")
+    parser.add_argument("--skip-malformed", action="store_true",
+                        help="leave malformed train/dev rows out (counted in prep_info.json) "
+                        "instead of stopping; test rows are never skipped")
+    parser.add_argument("--keep-text", action="store_true",
+                        help="write the sentences as text into DESTDIR/<TASK>/text too")
+    parser.add_argument("--force", action="store_true",
+                        help="replace task output directories that are not empty")
+    return parser
+
+
+def main(argv=None) -> None:
+    """Parse ``argv`` and prepare; exits with status 1 and a message on bad input."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        level=logging.INFO, force=True)
+    options = GluePrepOptions(
+        glue_dir=args.glue_dir, pretraining_data=args.pretraining_data,
+        checkpoint=args.checkpoint, destdir=args.destdir,
+        tasks=args.tasks, workers=args.workers, skip_malformed=args.skip_malformed,
+        keep_text=args.keep_text, force=args.force,
+    )
+    try:
+        infos = prepare_glue(options)
+    except (FileNotFoundError, FileExistsError, MalformedRowsError, ValueError) as e:
+        sys.exit(f"error: {e}")
+    for task, info in infos.items():
+        rows = ", ".join(f"{split} {s['rows']}" + (f" ({s['malformed_rows']} malformed left out)"
+                                                   if s["malformed_rows"] else "")
+                         for split, s in info["splits"].items())
+        print(f"{task}: {rows} -> {args.destdir / task}")

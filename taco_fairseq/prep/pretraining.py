@@ -7,9 +7,10 @@ Steps (all streaming; memory does not grow with the corpus):
    last documents of the training input become the validation split instead;
 2. train a SentencePiece model on the training text
    (:func:`taco_fairseq.prep.vocabulary.train_sentencepiece`);
-3. encode every split into pieces in parallel and count the pieces of the training split;
-4. write ``dict.txt`` from the model and the training counts;
-5. binarize with fairseq's own ``fairseq_cli.preprocess --only-source --srcdict dict.txt``.
+3. encode every split with SentencePiece (``workers`` threads) and write the ids as a fairseq
+   dataset (:class:`taco_fairseq.prep.binarize.DatasetWriter`, the bytes
+   ``fairseq-preprocess --only-source`` would write), counting the pieces of the training split;
+4. write ``dict.txt`` from the model and the training counts.
 
 Layout of the output directory::
 
@@ -18,18 +19,19 @@ Layout of the output directory::
     train.bin  train.idx      binarized splits (fairseq "mmap" datasets); one entry per line
     valid.bin  valid.idx        of text, an entry holding only </s> between two documents
     test.bin   test.idx       (only with test files)
-    preprocess.log            fairseq-preprocess's log
-    prep_info.json            inputs, options, counts, versions and timings
-    text/                     only with keep_text: {split}.txt (clean document text) and
-                              {split}.spm (its pieces), the inputs of fairseq-preprocess
+    prep_info.json            inputs, options, counts (tokens, <unk> tokens), versions and
+                              timings
+    text/                     only with keep_text: {split}.txt, the clean document text
 """
 
+import argparse
 import contextlib
+import itertools
 import json
 import logging
+import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -38,10 +40,12 @@ from typing import Dict, Iterator, List, Optional
 
 import fairseq
 import sentencepiece as spm
+from tqdm import tqdm
 
 from .. import __version__
+from .binarize import DatasetWriter
 from .documents import count_documents, move_last_documents, write_documents
-from .vocabulary import count_unknown, encode_file, train_sentencepiece, write_fairseq_dict
+from .vocabulary import MODEL_TYPES, train_sentencepiece, write_fairseq_dict
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +54,10 @@ DICT_FILE = "dict.txt"
 INFO_FILE = "prep_info.json"
 TEXT_DIR = "text"
 SPLITS = ("train", "valid", "test")
+#: Lines SentencePiece encodes in one call (on ``workers`` threads).
+ENCODE_CHUNK_LINES = 10_000
 #: Every name this module writes into the output directory (removed first by ``force``).
-OUTPUT_NAMES = (MODEL_FILE, DICT_FILE, INFO_FILE, TEXT_DIR, "preprocess.log") + tuple(
+OUTPUT_NAMES = (MODEL_FILE, DICT_FILE, INFO_FILE, TEXT_DIR) + tuple(
     f"{split}.{ext}" for split in SPLITS for ext in ("bin", "idx")
 )
 
@@ -74,8 +80,8 @@ class PrepareOptions:
         input_sentence_size: at most this many training lines (a seeded sample) for
             SentencePiece training.
         seed: seed of that sample.
-        workers: processes for encoding and binarizing, threads for SentencePiece training
-            (so the model, though deterministic, depends on it).
+        workers: threads for SentencePiece training and encoding (the model, though
+            deterministic, depends on it).
         max_docs: read at most this many documents of each input file.
         max_lines: read at most this many non-empty lines of each input file.
         strip_gutenberg: drop Project Gutenberg headers and footers.
@@ -113,7 +119,6 @@ def prepare_pretraining_data(options: PrepareOptions) -> dict:
         ValueError: invalid split options, an input without text, a corrupt compressed
             input, too few documents for ``valid_docs``, or a ``vocab_size`` that does not
             fit the training text.
-        RuntimeError: fairseq's preprocessing failed.
 
     On any error the outputs written so far are removed again.
     """
@@ -166,28 +171,24 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
             num_threads=options.workers,
         )
 
-    pieces = {split: path.with_suffix(".spm") for split, path in text.items()}
-    with _timer(seconds, "encode"):
-        counts = {
-            split: encode_file(
-                destdir / MODEL_FILE, text[split], pieces[split], workers=options.workers
-            )
-            for split in text
-        }
-    dict_entries = write_fairseq_dict(model, counts["train"], destdir / DICT_FILE)
-
-    with _timer(seconds, "binarize"):
-        run_fairseq_preprocess(pieces, destdir / DICT_FILE, destdir, workers=options.workers)
+    seconds["encode"] = seconds["binarize"] = 0.0
+    datasets = {
+        split: _binarize_text(model, text[split], destdir / split, options.workers, seconds)
+        for split in text
+    }
+    for name in ("encode", "binarize"):
+        seconds[name] = round(seconds[name], 3)
+    dict_entries = write_fairseq_dict(model, datasets["train"].counts, destdir / DICT_FILE)
 
     splits = {}
-    for split in text:
+    for split, dataset in datasets.items():
         lines, docs = count_documents(text[split])
         splits[split] = {
             "docs": docs,
             "lines": lines,
-            "dataset_entries": lines + docs - 1,
-            "tokens": sum(counts[split].values()),
-            "unk_tokens": count_unknown(model, counts[split]),
+            "dataset_entries": dataset.entries,
+            "tokens": dataset.tokens - dataset.entries,  # pieces, without the </s> of entries
+            "unk_tokens": dataset.unk_tokens,
         }
     info = {
         "options": {key: _jsonable(value) for key, value in asdict(options).items()},
@@ -212,32 +213,33 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
     return info
 
 
-def run_fairseq_preprocess(
-    pieces: Dict[str, Path], dict_path: Path, destdir: Path, *, workers: int
-) -> None:
-    """Binarize encoded splits with ``python -m fairseq_cli.preprocess --only-source``.
+def _binarize_text(
+    model: spm.SentencePieceProcessor,
+    path: Path,
+    prefix: Path,
+    workers: int,
+    seconds: Dict[str, float],
+) -> DatasetWriter:
+    """Encode each line of a document text file (an empty line: an entry of only ``</s>``)
+    with SentencePiece on ``workers`` threads and write the ids as the dataset ``prefix``.
 
-    Args:
-        pieces: split name (``train``, ``valid``, ``test``) to a file of space-separated
-            pieces; ``train`` and ``valid`` are required.
-        dict_path: the ``dict.txt`` to binarize with (``--srcdict``).
-        destdir: where ``{split}.bin``/``.idx``, ``dict.txt`` and ``preprocess.log`` go.
-        workers: fairseq's ``--workers``.
-
-    Raises:
-        RuntimeError: if fairseq-preprocess exits with an error.
+    Adds the time spent encoding and writing to ``seconds["encode"]``/``seconds["binarize"]``.
     """
-    command = [sys.executable, "-m", "fairseq_cli.preprocess", "--only-source"]
-    command += ["--srcdict", str(dict_path), "--destdir", str(destdir)]
-    command += ["--workers", str(workers), "--dataset-impl", "mmap"]
-    for split, path in pieces.items():
-        command += [f"--{split}pref", str(path)]
-    logger.info("running %s", " ".join(command))
-    returncode = subprocess.run(command).returncode
-    if returncode:
-        raise RuntimeError(
-            f"fairseq-preprocess failed with exit code {returncode}; see its output above"
-        )
+    with open(path, encoding="utf-8") as f:
+        total = sum(1 for _ in f)
+    with open(path, encoding="utf-8") as f, DatasetWriter(
+        prefix, model.get_piece_size()
+    ) as dataset, tqdm(total=total, unit=" lines", desc=f"encoding {path.name}") as progress:
+        while lines := [line.rstrip("\n") for line in itertools.islice(f, ENCODE_CHUNK_LINES)]:
+            start = time.perf_counter()
+            ids = model.encode(lines, out_type=int, num_threads=workers)
+            encoded = time.perf_counter()
+            dataset.add(ids)
+            seconds["encode"] += encoded - start
+            seconds["binarize"] += time.perf_counter() - encoded
+            progress.update(len(lines))
+    logger.info(dataset.summary())
+    return dataset
 
 
 def _check_inputs(options: PrepareOptions) -> Dict[str, List[Path]]:
@@ -288,3 +290,159 @@ def _jsonable(value):
     if isinstance(value, list):
         return [_jsonable(v) for v in value]
     return value
+
+
+_DESCRIPTION = """\
+Prepare a fairseq data-bin directory for masked-LM (TACO) pre-training from raw text.
+
+Reads plain, .xz or .gz UTF-8 text (WikiExtractor output, WikiText, Project Gutenberg books,
+...), trains a SentencePiece model on the training text, encodes all splits with it and writes
+their ids as fairseq datasets (what fairseq-preprocess --only-source would write), with
+dict.txt, sentencepiece.bpe.model and prep_info.json. Layout: taco_fairseq/prep/pretraining.py;
+how input files are read: taco_fairseq/prep/corpus.py.
+
+Example (from the repository root, after `pip install -e .`):
+
+    python scripts/prepare_pretraining_data.py \\
+        --train ../shared/data/corpus/wikipedia-en-2015-wikiextractor/AA.txt.xz \\
+        --valid-docs 100 --vocab-size 30522 --workers 8 --destdir data-bin/wiki-aa
+"""
+
+
+def positive_int(text: str) -> int:
+    """argparse type of the count options (``--workers``, ``--vocab-size``, ...): an int >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _coverage(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser; option names match :class:`PrepareOptions` fields."""
+    parser = argparse.ArgumentParser(
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    files = parser.add_argument_group("splits (a document is a file, or a <doc> of WikiExtractor)")
+    files.add_argument(
+        "--train", nargs="+", type=Path, required=True, metavar="FILE", help="training text"
+    )
+    valid = files.add_mutually_exclusive_group(required=True)
+    valid.add_argument(
+        "--valid", nargs="+", type=Path, default=[], metavar="FILE", help="validation text"
+    )
+    valid.add_argument(
+        "--valid-docs",
+        type=positive_int,
+        metavar="N",
+        help="hold out the last N documents of the training input as the validation split",
+    )
+    files.add_argument(
+        "--test", nargs="+", type=Path, default=[], metavar="FILE", help="optional test text"
+    )
+    files.add_argument(
+        "--max-docs", type=positive_int, metavar="N", help="read at most N documents per file"
+    )
+    files.add_argument(
+        "--max-lines",
+        type=positive_int,
+        metavar="N",
+        help="read at most N non-empty lines per file",
+    )
+    files.add_argument(
+        "--keep-gutenberg-boilerplate",
+        action="store_true",
+        help="keep the Project Gutenberg header and footer (license) of books",
+    )
+
+    spm_group = parser.add_argument_group("SentencePiece")
+    spm_group.add_argument(
+        "--vocab-size",
+        type=positive_int,
+        default=30522,
+        help="pieces including <s> <pad> </s> <unk> (default: %(default)s, as BERT); "
+        "fairseq adds <mask>",
+    )
+    spm_group.add_argument(
+        "--model-type",
+        choices=MODEL_TYPES,
+        default="unigram",
+        help="SentencePiece algorithm (default: %(default)s, SentencePiece's default)",
+    )
+    spm_group.add_argument(
+        "--character-coverage",
+        type=_coverage,
+        default=0.9995,
+        help="fraction of the characters the model covers, rarer ones become <unk> "
+        "(default: %(default)s)",
+    )
+    spm_group.add_argument(
+        "--input-sentence-size",
+        type=positive_int,
+        default=1_000_000,
+        help="train on at most this many lines, a seeded uniform sample (bounds memory; "
+        "default: %(default)s)",
+    )
+    spm_group.add_argument("--seed", type=int, default=1, help="seed of that sample")
+
+    out = parser.add_argument_group("output")
+    out.add_argument("--destdir", type=Path, required=True, help="the data-bin directory")
+    out.add_argument(
+        "--workers",
+        type=positive_int,
+        default=os.cpu_count() or 1,
+        help="threads for SentencePiece training and encoding; the model depends on this "
+        "number (default: all CPUs, %(default)s)",
+    )
+    out.add_argument(
+        "--keep-text",
+        action="store_true",
+        help="keep the clean text in DESTDIR/text",
+    )
+    out.add_argument(
+        "--force", action="store_true", help="write into a non-empty DESTDIR, replacing outputs"
+    )
+    return parser
+
+
+def main(argv=None) -> None:
+    """Parse ``argv`` and prepare the data; exits with status 1 and a message on bad input."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        level=logging.INFO,
+        force=True,
+    )
+    options = PrepareOptions(
+        destdir=args.destdir,
+        train=args.train,
+        valid=args.valid,
+        test=args.test,
+        valid_docs=args.valid_docs,
+        vocab_size=args.vocab_size,
+        model_type=args.model_type,
+        character_coverage=args.character_coverage,
+        input_sentence_size=args.input_sentence_size,
+        seed=args.seed,
+        workers=args.workers,
+        max_docs=args.max_docs,
+        max_lines=args.max_lines,
+        strip_gutenberg=not args.keep_gutenberg_boilerplate,
+        keep_text=args.keep_text,
+        force=args.force,
+    )
+    try:
+        info = prepare_pretraining_data(options)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        sys.exit(f"error: {e}")
+    entries = {split: s["dataset_entries"] for split, s in info["splits"].items()}
+    logger.info(
+        "wrote %s (dataset entries: %s)", args.destdir, entries
+    )

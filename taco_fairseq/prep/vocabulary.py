@@ -1,32 +1,28 @@
-"""SentencePiece for fairseq: train a model, encode text files in parallel, write ``dict.txt``.
+"""SentencePiece for fairseq: train a model, write its ``dict.txt``, check a pair of them.
 
 Id mapping. fairseq's ``Dictionary`` always starts with ``<s>=0 <pad>=1 </s>=2 <unk>=3`` and
 then appends the symbols of ``dict.txt`` in file order; a ``dict.txt`` that lists these four
-symbols again fails to load ("Duplicate word found"). :func:`write_fairseq_dict` therefore
-lists the pieces of a model in SentencePiece id order without its control and unknown symbols,
-so that
+symbols again fails to load ("Duplicate word found"). Models made by
+:func:`train_sentencepiece` reserve the same four symbols at the same ids (``bos_id=0 pad_id=1
+eos_id=2 unk_id=3``) and :func:`write_fairseq_dict` lists every other piece in SentencePiece id
+order, so
 
-    fairseq id = 4 + (0-based line number in dict.txt)
+    fairseq id = 4 + (0-based line number in dict.txt) = SentencePiece id
 
-for every listed piece. Models made by :func:`train_sentencepiece` reserve the same four
-symbols at the same ids (``bos_id=0 pad_id=1 eos_id=2 unk_id=3``), so for them the fairseq id
-of every piece *equals* its SentencePiece id. The masked-LM task then appends ``<mask>`` at id
-``len(dict) = vocab_size``.
+for every piece, and SentencePiece's ids of a text are its fairseq ids
+(:mod:`taco_fairseq.prep.binarize` writes them as they are). The masked-LM task then appends
+``<mask>`` at id ``len(dict) = vocab_size``.
 """
 
-import collections
 import io
-import itertools
 import logging
 import random
 import re
 from pathlib import Path
-from typing import Counter, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Iterator, Optional, Sequence, Union
 
 import sentencepiece as spm
-from tqdm import tqdm
-
-from .parallel import ordered_imap
+from fairseq.data import Dictionary
 
 logger = logging.getLogger(__name__)
 
@@ -158,106 +154,67 @@ def _sample_lines(path: PathLike, total: int, size: int, seed: int) -> Iterator[
                 return
 
 
-def encode_file(
-    model_path: PathLike,
-    source: PathLike,
-    dest: PathLike,
-    *,
-    workers: int = 1,
-    chunk_lines: int = 2000,
-) -> Counter[str]:
-    """Encode a text file into space-separated SentencePiece pieces, line by line, in parallel.
-
-    ``dest`` has exactly one line per line of ``source``, in the same order; an empty line
-    stays empty (a document boundary for fairseq). Progress is shown with tqdm (in lines).
-
-    Args:
-        model_path: a SentencePiece model file.
-        source: UTF-8 text.
-        dest: output file (overwritten).
-        workers: encoding processes; each loads the model once.
-        chunk_lines: lines per task sent to a worker.
-
-    Returns:
-        How often each piece occurs in ``dest``. Characters the model does not know appear
-        as their own surface string (SentencePiece's ``encode(out_type=str)``), so a key
-        that is not a piece of the model counts ``<unk>`` tokens.
-    """
-    with open(source, encoding="utf-8") as f:
-        total = sum(1 for _ in f)
-    counts: Counter[str] = collections.Counter()
-    with open(source, encoding="utf-8") as fin, open(dest, "w", encoding="utf-8") as fout:
-        chunks = _chunks((line.rstrip("\n") for line in fin), chunk_lines)
-        results = ordered_imap(
-            _encode_chunk,
-            chunks,
-            workers=workers,
-            initializer=_load_worker_model,
-            initargs=(str(model_path),),
-        )
-        with tqdm(total=total, unit=" lines", desc=f"encoding {Path(source).name}") as progress:
-            for encoded, chunk_counts in results:
-                fout.writelines(line + "\n" for line in encoded)
-                counts.update(chunk_counts)
-                progress.update(len(encoded))
-    return counts
-
-
-def _chunks(items: Iterable[str], size: int) -> Iterator[List[str]]:
-    items = iter(items)
-    while True:
-        chunk = list(itertools.islice(items, size))
-        if not chunk:
-            return
-        yield chunk
-
-
-_worker_model: Optional[spm.SentencePieceProcessor] = None
-
-
-def _load_worker_model(model_path: str) -> None:
-    global _worker_model
-    _worker_model = spm.SentencePieceProcessor(model_file=model_path)
-
-
-def _encode_chunk(lines: List[str]) -> Tuple[List[str], Counter[str]]:
-    pieces = _worker_model.encode(lines, out_type=str, num_threads=1)
-    return [" ".join(p) for p in pieces], collections.Counter(itertools.chain.from_iterable(pieces))
-
-
 def write_fairseq_dict(
-    model: spm.SentencePieceProcessor, counts: Counter[str], path: PathLike
+    model: spm.SentencePieceProcessor, counts: Sequence[int], path: PathLike
 ) -> int:
     """Write the fairseq ``dict.txt`` of a SentencePiece model (id mapping: see module doc).
 
-    One line ``<piece> <count>`` per piece in SentencePiece id order, control and unknown
-    symbols left out. Counts come from ``counts`` (0 for a piece that never occurs), so
-    fairseq's frequency-weighted options see real frequencies.
+    One line ``<piece> <count>`` per piece after the four special ones, in SentencePiece id
+    order. ``counts[i]`` is the count of id ``i`` (e.g. :attr:`DatasetWriter.counts
+    <taco_fairseq.prep.binarize.DatasetWriter.counts>` of the training split), so fairseq's
+    frequency-weighted options see real frequencies.
 
     Returns:
-        The number of pieces written.
+        The number of pieces written (``vocab_size - 4``).
 
     Raises:
-        ValueError: if a piece cannot be a fairseq symbol: it is empty, contains whitespace,
-            or is ``<mask>`` (which the masked-LM task adds itself).
+        ValueError: if the model's ids 0..3 are not ``<s> <pad> </s> <unk>``, or a later piece
+            cannot be a fairseq symbol at its id: a control or unknown symbol, empty, with
+            whitespace, or ``<mask>`` (which the masked-LM task adds itself).
     """
-    written = 0
+    specials = [model.id_to_piece(i) for i in range(len(SPECIAL_PIECES))]
+    if specials != list(SPECIAL_PIECES):
+        raise ValueError(
+            f"the SentencePiece model's first pieces are {specials}, not {list(SPECIAL_PIECES)} "
+            "(fairseq's ids 0..3); train it with taco_fairseq.prep.vocabulary.train_sentencepiece"
+        )
     with open(path, "w", encoding="utf-8") as f:
-        for i in range(model.get_piece_size()):
-            if model.is_control(i) or model.is_unknown(i):
-                continue
+        for i in range(len(SPECIAL_PIECES), model.get_piece_size()):
             piece = model.id_to_piece(i)
-            if piece == MASK_SYMBOL or piece.split() != [piece]:
+            if (
+                model.is_control(i)
+                or model.is_unknown(i)
+                or piece == MASK_SYMBOL
+                or piece.split() != [piece]
+            ):
                 raise ValueError(
                     f"SentencePiece piece {i} {piece!r} cannot be a fairseq dictionary symbol "
-                    f"(empty, with whitespace, or {MASK_SYMBOL})"
+                    f"(a control symbol, empty, with whitespace, or {MASK_SYMBOL})"
                 )
-            f.write(f"{piece} {counts[piece]}\n")
-            written += 1
-    return written
+            f.write(f"{piece} {counts[i]}\n")
+    return model.get_piece_size() - len(SPECIAL_PIECES)
 
 
-def count_unknown(model: spm.SentencePieceProcessor, counts: Counter[str]) -> int:
-    """Number of tokens in ``counts`` (from :func:`encode_file`) that the model maps to unk."""
-    unk = model.unk_id()
-    return sum(n for piece, n in counts.items() if model.piece_to_id(piece) == unk)
+def check_fairseq_dict(
+    model: spm.SentencePieceProcessor, dictionary: Dictionary, names: str
+) -> None:
+    """Check that every fairseq id of ``dictionary`` is the SentencePiece id of its piece.
+
+    Args:
+        names: the two files, for the message (e.g. ``"data-bin/dict.txt and its model"``).
+
+    Raises:
+        ValueError: sizes or pieces differ (the message names ``names`` and the first
+            mismatch).
+    """
+    if len(dictionary) != model.get_piece_size():
+        raise ValueError(
+            f"{names} do not belong together: {len(dictionary)} fairseq symbols, "
+            f"{model.get_piece_size()} SentencePiece pieces"
+        )
+    for i in range(dictionary.nspecial, len(dictionary)):
+        if dictionary[i] != model.id_to_piece(i):
+            raise ValueError(
+                f"{names} do not belong together: id {i} is {dictionary[i]!r} in fairseq, "
+                f"{model.id_to_piece(i)!r} in SentencePiece"
+            )

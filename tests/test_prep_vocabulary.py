@@ -1,8 +1,8 @@
-"""SentencePiece training, parallel encoding and the fairseq dict.txt (ids, order, counts)."""
+"""SentencePiece training and the fairseq dict.txt (ids, order, counts, checks)."""
 
-import collections
 import io
 
+import numpy as np
 import pytest
 import sentencepiece as spm
 from fairseq.data import Dictionary
@@ -10,8 +10,7 @@ from fairseq.data import Dictionary
 from taco_fairseq.prep.documents import write_documents
 from taco_fairseq.prep.vocabulary import (
     SPECIAL_PIECES,
-    count_unknown,
-    encode_file,
+    check_fairseq_dict,
     train_sentencepiece,
     write_fairseq_dict,
 )
@@ -74,49 +73,56 @@ def test_vocab_size_too_small_names_the_option(text, tmp_path):
         train_sentencepiece(text, tmp_path / "m.model", vocab_size=40)
 
 
-def test_parallel_encoding_keeps_lines_and_order(text, model_path, model, tmp_path):
-    out = tmp_path / "train.spm"
-    counts = encode_file(model_path, text, out, workers=2, chunk_lines=7)
-
-    source = text.read_text(encoding="utf-8").split("\n")[:-1]
-    encoded = out.read_text(encoding="utf-8").split("\n")[:-1]
-    expected = [model.encode(line, out_type=str) for line in source]
-    assert encoded == [" ".join(pieces) for pieces in expected]
-    assert [i for i, line in enumerate(encoded) if not line] == [
-        i for i, line in enumerate(source) if not line
-    ]  # document boundaries stay blank lines
-    assert counts == collections.Counter(p for pieces in expected for p in pieces)
-    assert count_unknown(model, counts) == sum(
-        n for piece, n in counts.items() if model.piece_to_id(piece) == model.unk_id()
-    )
-
-
-def test_fairseq_dict_order_and_counts(text, model_path, model, tmp_path):
-    counts = encode_file(model_path, text, tmp_path / "train.spm", workers=1)
+def test_fairseq_dict_order_and_counts(text, model, tmp_path):
+    lines = text.read_text(encoding="utf-8").split("\n")[:-1]
+    ids = np.concatenate([np.array(i, dtype=np.int64) for i in model.encode(lines)])
+    counts = np.bincount(ids, minlength=model.get_piece_size())
     path = tmp_path / "dict.txt"
 
     assert write_fairseq_dict(model, counts, path) == model.get_piece_size() - 4
 
     entries = [line.rsplit(" ", 1) for line in path.read_text(encoding="utf-8").splitlines()]
     assert not set(SPECIAL_PIECES) & {piece for piece, _ in entries}
-    assert [int(n) for _, n in entries] == [counts[piece] for piece, _ in entries]
-    assert sum(int(n) for _, n in entries) > 0.99 * sum(counts.values())  # all but unknowns
+    assert [int(n) for _, n in entries] == counts[4:].tolist()
+    assert sum(int(n) for _, n in entries) > 0.99 * len(ids)  # all but unknowns
     dictionary = Dictionary.load(str(path))
     assert len(dictionary) == model.get_piece_size()
     for sp_id in range(model.get_piece_size()):  # fairseq id == SentencePiece id
         assert dictionary.index(model.id_to_piece(sp_id)) == sp_id
+    check_fairseq_dict(model, dictionary, "dict.txt and its model")
     assert dictionary.add_symbol("<mask>") == model.get_piece_size()
 
 
-def test_fairseq_dict_refuses_a_mask_piece(text, tmp_path):
+def _model(text, **options):
     model_file = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        input=str(text),
-        model_writer=model_file,
-        vocab_size=600,
-        user_defined_symbols=["<mask>"],
-        minloglevel=2,
+        input=str(text), model_writer=model_file, vocab_size=600, minloglevel=2, **options
     )
-    model = spm.SentencePieceProcessor(model_proto=model_file.getvalue())
-    with pytest.raises(ValueError, match=r"piece \d+ '<mask>' cannot be a fairseq"):
-        write_fairseq_dict(model, collections.Counter(), tmp_path / "dict.txt")
+    return spm.SentencePieceProcessor(model_proto=model_file.getvalue())
+
+
+def test_fairseq_dict_refuses_a_mask_piece(text, tmp_path):
+    model = _model(
+        text, bos_id=0, pad_id=1, eos_id=2, unk_id=3, user_defined_symbols=["<mask>"]
+    )
+    with pytest.raises(ValueError, match=r"piece 4 '<mask>' cannot be a fairseq"):
+        write_fairseq_dict(model, np.zeros(600, dtype=int), tmp_path / "dict.txt")
+
+
+def test_fairseq_dict_refuses_other_special_ids(text, tmp_path):
+    model = _model(text)  # SentencePiece's defaults: <unk>=0 <s>=1 </s>=2, no <pad>
+    with pytest.raises(ValueError, match=r"first pieces are \['<unk>', '<s>', '</s>', "):
+        write_fairseq_dict(model, np.zeros(600, dtype=int), tmp_path / "dict.txt")
+
+
+def test_check_fairseq_dict_names_the_mismatch(model, tmp_path):
+    path = tmp_path / "dict.txt"
+    write_fairseq_dict(model, np.zeros(model.get_piece_size(), dtype=int), path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[5], lines[6] = lines[6], lines[5]  # ids 9 and 10 swapped
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"^d and m do not belong together: id 9 is "):
+        check_fairseq_dict(model, Dictionary.load(str(path)), "d and m")
+    path.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"999 fairseq symbols, 1000 SentencePiece pieces"):
+        check_fairseq_dict(model, Dictionary.load(str(path)), "d and m")

@@ -5,6 +5,7 @@ import json
 
 import pytest
 import sentencepiece as spm
+from fairseq.binarizer import FileBinarizer, VocabularyDatasetBinarizer
 from fairseq.data import Dictionary, data_utils
 
 from conftest import run_script
@@ -17,6 +18,7 @@ from taco_fairseq.prep.glue_data import (
     read_prep_info,
 )
 from taco_fairseq.glue.tasks import get_task
+from taco_fairseq.glue.tsv import read_split
 
 # rows of the GLUE files in ../shared (data/README.md)
 ROWS = {"RTE": (2490, 277), "MRPC": (3668, 408), "CoLA": (8551, 1043), "STS-B": (5749, 1500),
@@ -65,6 +67,44 @@ def test_rows_decode_to_their_tsv_sentences(glue_databin, tiny_databin, glue_dat
     assert labels[gold[2164][0]] == line.split("\t")[3]
     stsb = (glue_databin / "STS-B" / "label" / "valid.label").read_text().splitlines()
     assert stsb[0] == "5.000"  # the score text of dev row 0
+
+
+def _binarize_with_fairseq(lines, dictionary, prefix):
+    """The replaced route: the lines as text, binarized by fairseq-preprocess's binarizer."""
+    text = prefix.parent / f"{prefix.name}.txt"
+    text.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    FileBinarizer.multiprocess_dataset(
+        str(text), "mmap", VocabularyDatasetBinarizer(dictionary, append_eos=True),
+        str(prefix), vocab_size=len(dictionary),
+    )
+    return {ext: (prefix.parent / f"{prefix.name}.{ext}").read_bytes() for ext in ("bin", "idx")}
+
+
+def test_same_bytes_as_fairseq_preprocess_of_the_pieces(glue_databin, tiny_databin, glue_data,
+                                                      tmp_path):
+    """Every input and label dataset of the five real tasks, against fairseq's binarizer run
+    on the sentences' SentencePiece pieces and on the label names."""
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_databin / "sentencepiece.bpe.model"))
+    dictionary = Dictionary.load(str(tiny_databin / "dict.txt"))
+    for name in ROWS:
+        task = get_task(name)
+        task_dir = glue_databin / name
+        for split in ("train", "valid", "test"):
+            data = read_split(glue_data / name / task.splits[split].file, task.splits[split],
+                              task.labels)
+            expected = {}
+            for k in range(task.num_inputs):
+                pieces = sp.encode([row[k] for row in data.inputs], out_type=str)
+                expected[f"input{k}"] = _binarize_with_fairseq(
+                    [" ".join(p) for p in pieces], dictionary, tmp_path / f"{name}-{split}-{k}")
+            if data.labels is not None and not task.regression:
+                labels = Dictionary.load(str(task_dir / "label" / "dict.txt"))
+                expected["label"] = _binarize_with_fairseq(data.labels, labels,
+                                                           tmp_path / f"{name}-{split}-label")
+            for key, files in expected.items():
+                for ext, content in files.items():
+                    assert (task_dir / key / f"{split}.{ext}").read_bytes() == content, (
+                        name, split, key, ext)
 
 
 MNLI_TEST = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"

@@ -26,9 +26,9 @@ class BenchmarkOptions:
 
     Attributes:
         data: a data-bin directory (None: to be filled in, e.g. by
-            :func:`~taco_fairseq.benchmark.training_runs.ensure_data`, before
+            :func:`~benchmarks.training_runs.ensure_data`, before
             :func:`run_benchmark`).
-        shapes: names of :data:`~taco_fairseq.benchmark.training_runs.SHAPES`.
+        shapes: names of :data:`~benchmarks.training_runs.SHAPES`.
         steps: measured updates per criterion (after ``warmup``), per shape but ``base``.
         base_steps: measured updates per criterion for ``base``.
         warmup: updates per criterion before measuring.
@@ -85,7 +85,7 @@ class ShapeResult:
         updates: {``"masked_lm"``, ``"taco"``} -> their :class:`UpdateStats` (timing runs).
         memory: {``"masked_lm"``, ``"taco"``} -> their peak memory, measured in separate
             processes of :data:`MEMORY_UPDATES` updates (on CPU with
-            :data:`~taco_fairseq.benchmark.update_timing.EXACT_RSS_ENVIRON`).
+            :data:`~benchmarks.update_timing.EXACT_RSS_ENVIRON`).
         collate: the collate times of the taco run's training batches.
     """
 

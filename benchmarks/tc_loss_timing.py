@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..loss import NORM_EPS, InfoNCEOutput, global_bias, info_nce
-from ..sampling import sample_contrastive_positions
+from taco_fairseq.loss import NORM_EPS, InfoNCEOutput, global_bias, info_nce
+from taco_fairseq.sampling import sample_contrastive_positions
 
 #: Tokens per sequence of the timed batches.
 SEQ_LEN = 256

@@ -9,7 +9,7 @@ import statistics
 import time
 from typing import NamedTuple
 
-from ..data.contrastive_sampling_dataset import ContrastiveSamplingDataset
+from taco_fairseq.data import ContrastiveSamplingDataset
 
 
 class CollateStats(NamedTuple):
@@ -59,7 +59,7 @@ def time_collate(dataset: ContrastiveSamplingDataset, batches, repeats: int = 3)
 
 def time_session_collate(session, batches: int = 20) -> CollateStats:
     """:func:`time_collate` on the first ``batches`` training batches of a
-    :class:`~taco_fairseq.benchmark.update_timing.TrainerSession` of ``taco_masked_lm``."""
+    :class:`~benchmarks.update_timing.TrainerSession` of ``taco_masked_lm``."""
     task = session.trainer.task
     dataset = task.dataset(session.trainer.cfg.dataset.train_subset)
     return time_collate(dataset, session.epoch_itr.frozen_batches[:batches])

@@ -45,23 +45,6 @@ def write_csv(rows: Sequence[Mapping], path: PathLike) -> None:
         writer.writerows(rows)
 
 
-def read_csv(path: PathLike) -> List[Dict]:
-    """Rows of a CSV written by :func:`write_csv`; numbers come back as floats (``updates``
-    as int)."""
-    with open(path, newline="", encoding="utf-8") as f:
-        return [
-            {k: int(v) if k == "updates" else _number(v) for k, v in row.items()}
-            for row in csv.DictReader(f)
-        ]
-
-
-def _number(text: str):
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
 def by_run(rows: Iterable[Mapping]) -> Dict[str, List[Mapping]]:
     """Rows grouped by ``run`` (in order of first appearance), each sorted by ``updates``."""
     groups = defaultdict(list)

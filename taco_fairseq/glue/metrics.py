@@ -1,14 +1,11 @@
-"""GLUE metrics, in points (0-100).
+"""GLUE metrics of a run's saved dev predictions, in points (0-100), with scikit-learn and
+scipy (accuracy, binary F1 of the positive class, Matthews correlation, Pearson and Spearman
+correlation), as GLUE defines them.
 
-Two routes, which must agree (``tests/test_glue_metrics.py``):
-
-* :func:`score_predictions`: from a run's saved dev predictions, with scikit-learn and scipy
-  (accuracy, binary F1 of the positive class, Matthews correlation, Pearson and Spearman
-  correlation), as GLUE defines them;
-* :func:`confusion_metrics` and :func:`pearson_from_moments`: from statistics that are sums
-  over examples (a confusion matrix; n, Σx, Σy, Σx², Σy², Σxy), so fairseq can add them up
-  over validation batches and data-parallel workers (``sentence_prediction_summable``).
-  Spearman's correlation needs the ranks of all predictions and has no such form.
+The ``sentence_prediction_summable`` criterion derives the same metrics during fine-tuning
+from sums over examples (:func:`taco_fairseq.criterion.confusion_metrics`,
+:func:`taco_fairseq.criterion.pearson_from_moments`); ``tests/test_glue_metrics.py`` checks
+that both routes agree.
 """
 
 from typing import Dict, Sequence
@@ -17,7 +14,6 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from ..criterion import confusion_metrics, pearson_from_moments  # noqa: F401  (re-exported)
 from .tasks import GlueTask
 
 

@@ -10,7 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from taco_fairseq.prep.pretraining import INFO_FILE, PrepareOptions, prepare_pretraining_data
+from taco_fairseq.prep.pretraining import (
+    INFO_FILE,
+    PrepareOptions,
+    prepare_pretraining_data,
+)
 
 USER_DIR = str(Path(__file__).resolve().parents[1])
 

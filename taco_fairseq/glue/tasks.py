@@ -15,7 +15,7 @@ Metrics (all in points, 0-100):
 * checkpoints are selected during fine-tuning on the recipe's ``best_checkpoint_metric``
   (``examples/taco/config/finetuning``): the reported metric, except Pearson for STS-B
   (Spearman needs ranks, which fairseq's summed validation statistics cannot give; see
-  ``criterions/sentence_prediction_summable.py``).
+  ``sentence_prediction_summable`` in ``taco_fairseq/criterion.py``).
 """
 
 from dataclasses import dataclass
@@ -91,6 +91,11 @@ class GlueTask:
     def num_inputs(self) -> int:
         """1 for single-sentence tasks, 2 for sentence pairs."""
         return len(self.splits["train"].inputs)
+
+    @property
+    def primary_column(self) -> str:
+        """The dev-set column grid points and best runs are chosen on (MNLI: MNLI-m)."""
+        return self.eval_sets[0].column
 
     @property
     def positive_label(self) -> Optional[str]:
@@ -222,6 +227,18 @@ def get_task(name: str) -> GlueTask:
         f"unknown GLUE task {name!r}; known: {', '.join(TASKS)} (WNLI is excluded, as in the "
         "paper)"
     )
+
+
+def task_of_column(column: str) -> GlueTask:
+    """The task of a results-table column (``MNLI-m``, ``MNLI-mm``: MNLI; else the task's name).
+
+    Raises:
+        ValueError: as :func:`get_task`.
+    """
+    for task in TASKS.values():
+        if any(e.column == column for e in task.eval_sets):
+            return task
+    return get_task(column)
 
 
 def get_tasks(names: Sequence[str]) -> Tuple[GlueTask, ...]:

@@ -1,19 +1,17 @@
 """Cross-worker negatives (``--tc-cross-worker-negatives``): each anchor's K negatives are drawn
 uniformly from the candidate tokens of *all* data-parallel workers' sequences other than its
-own, which is the distribution TACO's sampler (§3.1, "Negative pairs") gives when one worker
-holds the whole global batch.
+own, the distribution TACO's sampler (§3.1, "Negative pairs") gives when one worker holds the
+whole global batch.
 
-The loader cannot see the other workers' tokens, so the draw is split in two
-(:func:`taco_fairseq.sampling.sample_cross_worker_positions` draws the
-variates, deterministically given seed, epoch and batch ids). At every training step the
-criterion then
+The loader cannot see the other workers' tokens, so the draw is split in two:
+:func:`taco_fairseq.sampling.sample_cross_worker_positions` draws the variates (deterministic
+given seed, epoch and batch ids); at every training step the criterion then
 
-1. all-gathers every worker's number of candidate tokens and their global-bias vectors,
-   detached (so keys carry no gradient: ``tc_detach_keys`` must be true);
-2. maps each variate u to an index of the global pool (workers in rank order, each worker's
-   candidates in row-major order) with :func:`global_negative_index`:
-   ``d = floor(u · (T − n))`` over the T − n candidates outside the anchor's row (n tokens),
-   skipping that row. For one worker this is exactly the local sampler's rule.
+1. all-gathers every worker's candidate count and its candidates' global-bias vectors,
+   detached (keys carry no gradient: ``tc_detach_keys`` must be true);
+2. maps each variate to an index of the global pool (workers in rank order, each worker's
+   candidates in row-major order) with :func:`global_negative_index`, by the rule of the local
+   sampler (:func:`taco_fairseq.sampling.outside_row`).
 
 Validation draws negatives within each worker's batch (the same rule with one worker), because
 fairseq's validation loop does not mark the padding batches that keep workers in step.
@@ -22,8 +20,11 @@ fairseq's validation loop does not mark the padding batches that keep workers in
 from typing import List, NamedTuple
 
 import torch
-from torch import Tensor
 from fairseq.distributed import utils as distributed_utils
+from torch import Tensor
+
+from .batch import CrossWorkerTacoBatch
+from .sampling import outside_row, uniform_below
 
 
 class CompletedNegatives(NamedTuple):
@@ -48,7 +49,8 @@ class CompletedNegatives(NamedTuple):
 def global_negative_index(
     uniform: Tensor, row_start: Tensor, row_length: Tensor, pool_sizes: List[int], rank: int
 ) -> Tensor:
-    """Map variates to indices of the global candidate pool, outside each anchor's row.
+    """Map variates to indices of the global candidate pool, outside each anchor's row:
+    ``d = floor(u · (T − n))`` over the T − n candidates outside the anchor's row of n.
 
     Args:
         uniform: ``[anchors, K]`` float64 in [0, 1).
@@ -59,57 +61,41 @@ def global_negative_index(
         rank: this worker's position in ``pool_sizes``.
 
     Returns:
-        ``[anchors, K]`` int64 in [0, T), uniform over the T − n candidates outside the
-        anchor's row. Rows with T − n = 0 (no negative exists) are meaningless; callers drop
-        them.
+        ``[anchors, K]`` int64 in [0, T); meaningless where T − n = 0 (callers drop those).
     """
-    total = sum(pool_sizes)
-    start = sum(pool_sizes[:rank]) + row_start
-    available = (total - row_length).unsqueeze(1)  # [anchors, 1]
-    draw = (uniform * available).floor().long()
-    draw = torch.minimum(draw, (available - 1).clamp(min=0))  # u·n rounding up to n
-    return draw + torch.where(draw >= start.unsqueeze(1), row_length.unsqueeze(1), 0)
+    start = sum(pool_sizes[:rank]) + row_start.unsqueeze(1)
+    length = row_length.unsqueeze(1)
+    return outside_row(uniform_below(uniform, sum(pool_sizes) - length), start, length)
 
 
-def complete_negatives(vectors: Tensor, taco: dict, across_workers: bool) -> CompletedNegatives:
+def complete_negatives(vectors: Tensor, taco: CrossWorkerTacoBatch,
+                       across_workers: bool) -> CompletedNegatives:
     """Draw the negatives of a cross-worker batch (see the module doc).
 
     Args:
         vectors: ``[batch * seq_len, hidden]`` float32 global-bias vectors of the batch.
-        taco: ``batch["taco"]`` with the fields of ``CrossWorkerPositions`` (tensors), and
-            ``dummy`` True for fairseq's padding batches (they share no candidates).
+        taco: the batch's positions, on ``vectors``' device.
         across_workers: all-gather over the data-parallel group (training steps, which every
             worker takes in step); else draw within this batch.
-
-    Returns:
-        :class:`CompletedNegatives`.
     """
-    share = not taco.get("dummy", False)
-    local = vectors.index_select(0, taco["candidates"].to(vectors.device)).detach()
-    if not share:
-        local = local[:0]
+    local = vectors.index_select(0, taco.candidates).detach()
+    row_length = taco.anchor_row_length
+    if taco.dummy:  # fairseq's padding batch shares nothing
+        local, row_length = local[:0], torch.zeros_like(row_length)
     world_size = distributed_utils.get_data_parallel_world_size() if across_workers else 1
     if world_size > 1:
         pool, pool_sizes = _all_gather_rows(local, distributed_utils.get_data_parallel_group())
         rank = distributed_utils.get_data_parallel_rank()
     else:
         pool, pool_sizes, rank = local, [len(local)], 0
-    device = vectors.device
-    row_length = taco["anchor_row_length"].to(device)
-    if not share:
-        row_length = torch.zeros_like(row_length)
     index = global_negative_index(
-        taco["negative_uniform"].to(device),
-        taco["anchor_row_start"].to(device),
-        row_length,
-        pool_sizes,
-        rank,
+        taco.negative_uniform, taco.anchor_row_start, row_length, pool_sizes, rank
     )
     keep = sum(pool_sizes) - row_length > 0
     return CompletedNegatives(
         torch.cat([vectors, pool.to(vectors.dtype)]),
-        taco["anchor"].to(device)[keep],
-        taco["positive"].to(device)[keep],
+        taco.anchor[keep],
+        taco.positive[keep],
         index[keep] + len(vectors),
         int((~keep).sum()),
     )

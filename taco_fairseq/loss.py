@@ -1,7 +1,7 @@
 """The token-alignment contrastive (TC) loss of TACO as pure torch functions.
 
 Fu et al., "Contextual Representation Learning beyond Masked Language Modeling", ACL 2022,
-§3.1 (the equations are restated in ../shared/paper/NOTES.md, "Objective"):
+§3.1 (restated in ../shared/paper/NOTES.md, "Objective"):
 
 * global bias of token j of sequence i:   g_j^i = h_j^i − e_j^i
 * score:                                  f(a, b) = cos(a, b) / τ
@@ -9,7 +9,7 @@ Fu et al., "Contextual Representation Learning beyond Masked Language Modeling",
       L(g_x, g_c) = −log( exp f(g_x, g_c) / (exp f(g_x, g_c) + Σ_k exp f(g_x, g_{c_k^-})) )
 
 Nothing here imports fairseq: positions are flat indices into a ``[rows, hidden]`` table of
-global-bias vectors, as produced by :mod:`taco_fairseq.sampling`.
+global-bias vectors, as drawn by :mod:`taco_fairseq.sampling`.
 """
 
 import contextlib
@@ -21,8 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 #: Vectors with a smaller norm have no direction: their cosine with anything is 0 (never NaN)
-#: and they get no gradient (a 1/norm slope would overflow half precision). Real global-bias
-#: vectors have norms of order sqrt(hidden).
+#: and they get no gradient (a 1/norm slope would overflow half precision).
 NORM_EPS = 1e-6
 
 #: Upper bound, in bytes, of the [chunk, K, hidden] block that the gather path materializes.
@@ -42,14 +41,11 @@ class InfoNCEOutput(NamedTuple):
 
 
 def global_bias(hidden: Tensor, embedding: Tensor) -> Tensor:
-    """Global bias g = h − e (TACO §3.1), computed in float32 whatever the input dtype.
+    """Global bias g = h − e (TACO §3.1), in float32 whatever the input dtype.
 
     Args:
-        hidden: ``[batch, seq_len, hidden]`` last-layer states h.
-        embedding: ``[batch, seq_len, hidden]`` static embeddings e of the same tokens.
-
-    Returns:
-        ``[batch, seq_len, hidden]`` float32.
+        hidden: ``[..., hidden]`` last-layer states h (e.g. ``[seq_len, batch, hidden]``).
+        embedding: the static embeddings e of the same tokens, same shape.
 
     Raises:
         ValueError: if the shapes differ.
@@ -62,44 +58,28 @@ def global_bias(hidden: Tensor, embedding: Tensor) -> Tensor:
     return hidden.float() - embedding.float()
 
 
-def info_nce(
-    vectors: Tensor,
-    anchor: Tensor,
-    positive: Tensor,
-    negative: Tensor,
-    temperature: float,
-    detach_keys: bool = True,
-) -> InfoNCEOutput:
+def info_nce(vectors: Tensor, anchor: Tensor, positive: Tensor, negative: Tensor,
+             temperature: float, detach_keys: bool = True) -> InfoNCEOutput:
     """InfoNCE with cosine-similarity scores over sampled rows of ``vectors`` (TACO §3.1).
 
-    For anchor ``a = anchor[n]``, positive ``p = positive[n]`` and negatives
-    ``negative[n, :]``, with ``z = vectors / ‖vectors‖`` row-wise (0 below NORM_EPS)::
-
-        s_pos = z[a]·z[p] / τ,   s_k = z[a]·z[negative[n, k]] / τ
-        loss[n] = logsumexp([s_pos, s_1, …, s_K]) − s_pos
-
-    The positive and negative scores are computed together without building an
-    ``[anchors, K, hidden]`` tensor (see :func:`sampled_dot`; the normalization is
-    :func:`normalize_rows`), so time and memory grow as anchors × (K + 1) × hidden and
-    rows × hidden; everything is float32, also inside an autocast region (``--amp``), which
-    would otherwise run the products in half precision.
+    With ``z = vectors / ‖vectors‖`` row-wise (:func:`normalize_rows`) and, for anchor ``n``,
+    ``s_pos = z[anchor[n]]·z[positive[n]] / τ`` and ``s_k = z[anchor[n]]·z[negative[n, k]] / τ``:
+    ``loss[n] = logsumexp([s_pos, s_1, …, s_K]) − s_pos``. The scores are computed without an
+    ``[anchors, K, hidden]`` tensor (:func:`sampled_dot`): time grows as anchors × (K + 1) ×
+    hidden, memory as anchors × K + rows × hidden. Everything is float32, also under autocast
+    (``--amp``).
 
     Args:
-        vectors: ``[rows, hidden]`` the table of vectors, or ``[..., hidden]`` whose leading
-            dimensions are the rows in row-major order (e.g. ``[batch, seq_len, hidden]``
-            global-bias vectors of a padded batch, row ``b * seq_len + t``; a transposed view
-            is read in place, not copied); any float dtype, upcast to float32.
-        anchor: ``[anchors]`` int64 row indices of the anchors.
-        positive: ``[anchors]`` int64 row index of each anchor's positive.
-        negative: ``[anchors, K]`` int64 row indices of each anchor's negatives, K >= 1.
-            Duplicates are allowed (sampling with replacement). The loss is invariant to the
-            order within a row.
+        vectors: ``[rows, hidden]``, or ``[..., hidden]`` whose leading dimensions are the rows
+            in row-major order (e.g. ``[batch, seq_len, hidden]`` of a padded batch, row
+            ``b * seq_len + t``; a transposed view is read in place); any float dtype.
+        anchor: ``[anchors]`` int64 rows of the anchors.
+        positive: ``[anchors]`` int64 row of each anchor's positive.
+        negative: ``[anchors, K]`` int64 rows of its negatives, K >= 1 (duplicates allowed;
+            the loss does not depend on their order).
         temperature: τ > 0.
-        detach_keys: if True (the official implementation), positives and negatives carry no
-            gradient (stop-gradient); only the anchor's vector does.
-
-    Returns:
-        :class:`InfoNCEOutput` with per-anchor ``loss`` (nats) and ``correct``.
+        detach_keys: positives and negatives carry no gradient (stop-gradient, as the official
+            implementation); only the anchors' vectors do.
 
     Raises:
         ValueError: on inconsistent shapes or a non-positive temperature.
@@ -133,19 +113,12 @@ def info_nce(
 
 
 def normalize_rows(vectors: Tensor) -> Tensor:
-    """``vectors / ‖vectors‖`` along the last dimension, 0 for vectors shorter than
-    ``NORM_EPS`` (no direction, no gradient), flattened to rows: the value and gradient of
-    ``torch.where(norm >= NORM_EPS, vectors / norm, 0).flatten(0, -2)`` with fewer
-    ``[rows, hidden]`` temporaries; the result is written contiguously whatever the input's
-    strides, so a transposed input is not copied first.
+    """``[rows, hidden]``: ``vectors`` (``[..., hidden]``, flattened in row-major order) divided
+    by their norm, 0 for norms below ``NORM_EPS``; written contiguously whatever the input's
+    strides (a transposed input is not copied first), same dtype.
 
-    Backward: ``dv = (dz − z (z·dz)) / ‖v‖``, and 0 for the rows shorter than ``NORM_EPS``.
-
-    Args:
-        vectors: ``[..., hidden]`` float.
-
-    Returns:
-        ``[rows, hidden]`` contiguous, the same dtype; rows in row-major order of ``...``.
+    The value and gradient of ``where(norm >= NORM_EPS, v / norm, 0)`` with fewer
+    ``[rows, hidden]`` temporaries. Backward: ``dv = (dz − z (z·dz)) / ‖v‖``, 0 for short rows.
     """
     return _NormalizeRows.apply(vectors)
 
@@ -166,8 +139,7 @@ class _NormalizeRows(torch.autograd.Function):
     def backward(ctx, grad_z):
         z, norm, short = ctx.saved_tensors
         with full_precision(grad_z.device):
-            # one [rows, hidden] buffer holds z * dz, then the result
-            buffer = torch.mul(z, grad_z)
+            buffer = torch.mul(z, grad_z)  # one [rows, hidden] buffer: z * dz, then the result
             radial = buffer.sum(dim=1, keepdim=True)
             grad = torch.addcmul(grad_z, z, radial, value=-1, out=buffer)
             grad.div_(norm.clamp(min=NORM_EPS)).masked_fill_(short, 0.0)
@@ -175,8 +147,8 @@ class _NormalizeRows(torch.autograd.Function):
 
 
 def full_precision(device: torch.device):
-    """A context in which autocast is off on ``device`` (a no-op where torch has no
-    autocast for its type)."""
+    """A context in which autocast is off on ``device`` (a no-op where torch has no autocast
+    for its type)."""
     if torch.amp.is_autocast_available(device.type):
         return torch.autocast(device_type=device.type, enabled=False)
     return contextlib.nullcontext()
@@ -185,10 +157,10 @@ def full_precision(device: torch.device):
 def sampled_dot(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
     """``out[n, k] = queries[n] · keys[index[n, k]]`` without an ``[n, K, hidden]`` tensor.
 
-    Forward: on CPU a sampled dense-dense product (``torch.sparse.sampled_addmm`` over the
-    ``index`` pattern as CSR; a column repeated within a row is computed once); elsewhere a
+    Forward: on the CPU a sampled dense-dense product (``torch.sparse.sampled_addmm`` over the
+    ``index`` pattern as CSR; a column repeated within a row is computed once), elsewhere a
     gather in chunks of at most 64 MiB. Backward: ``embedding_bag`` sums for the queries, a
-    sparse product for the keys. Work grows as n × K × hidden, memory as n × K + rows × hidden.
+    sparse product for the keys.
 
     Args:
         queries: ``[n, hidden]`` float32.
@@ -211,29 +183,24 @@ class _SampledDot(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
-        with full_precision(grad_out.device):
-            return _SampledDot._backward(ctx, grad_out.contiguous())
-
-    @staticmethod
-    def _backward(ctx, grad_out):
         queries, keys, index = ctx.saved_tensors
+        grad_out = grad_out.contiguous()
         grad_queries = grad_keys = None
-        if ctx.needs_input_grad[0]:
-            # grad_queries[n] = Σ_k grad_out[n, k] · keys[index[n, k]]
-            grad_queries = F.embedding_bag(
-                index, keys, per_sample_weights=grad_out, mode="sum"
-            )
-        if ctx.needs_input_grad[1]:
-            # grad_keys[r] = Σ_{(n, k): index[n, k] = r} grad_out[n, k] · queries[n]
-            rows = torch.arange(index.size(0), device=index.device)
-            pattern = torch.stack([index.reshape(-1), rows.repeat_interleave(index.size(1))])
-            scatter = torch.sparse_coo_tensor(
-                pattern,
-                grad_out.reshape(-1),
-                (keys.size(0), index.size(0)),
-                check_invariants=False,
-            )
-            grad_keys = torch.sparse.mm(scatter, queries)
+        with full_precision(grad_out.device):
+            if ctx.needs_input_grad[0]:
+                # grad_queries[n] = Σ_k grad_out[n, k] · keys[index[n, k]]
+                grad_queries = F.embedding_bag(
+                    index, keys, per_sample_weights=grad_out, mode="sum")
+            if ctx.needs_input_grad[1]:
+                # grad_keys[r] = Σ_{(n, k): index[n, k] = r} grad_out[n, k] · queries[n]
+                rows = torch.arange(index.size(0), device=index.device)
+                pattern = torch.stack([index.reshape(-1),
+                                       rows.repeat_interleave(index.size(1))])
+                scatter = torch.sparse_coo_tensor(
+                    pattern, grad_out.reshape(-1), (keys.size(0), index.size(0)),
+                    check_invariants=False,
+                )
+                grad_keys = torch.sparse.mm(scatter, queries)
         return grad_queries, grad_keys, None
 
 
@@ -262,8 +229,7 @@ def _sampled_dot_csr(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
 def _sampled_dot_gather(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
     n, k = index.shape
     out = queries.new_empty(n, k)
-    per_anchor = k * keys.size(1) * keys.element_size()
-    chunk = max(1, _GATHER_CHUNK_BYTES // per_anchor)
+    chunk = max(1, _GATHER_CHUNK_BYTES // (k * keys.size(1) * keys.element_size()))
     for start in range(0, n, chunk):
         rows = slice(start, start + chunk)
         gathered = keys[index[rows]]  # [chunk, K, hidden]

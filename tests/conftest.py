@@ -1,5 +1,6 @@
-"""Shared fixtures: real data read in place from ../shared (never copied into the repository;
-tests that need it are skipped where it is absent) and fairseq set-ups built from command lines.
+"""Shared fixtures: a synthetic data-bin for the core tests, real data read in place from
+../shared (never copied into the repository; tests that need it are skipped where it is absent)
+and fairseq set-ups built from command lines.
 """
 
 import itertools
@@ -59,6 +60,32 @@ def xz_head(path: Path, lines: int) -> bytes:
 def head():
     """:func:`xz_head`, for tests that slice corpus files."""
     return xz_head
+
+
+@pytest.fixture(scope="session")
+def synthetic_databin(tmp_path_factory) -> Path:
+    """A data-bin of seeded random "text", made with fairseq's own ``Dictionary`` and indexed
+    dataset writer: a dict.txt of 200 pieces (ids 4..203, so ``<mask>`` is 204), ``train`` and
+    ``valid`` splits of 400 and 120 lines of 5 to 40 pieces and ``</s>``; no SentencePiece
+    model. Needs nothing outside the repository."""
+    import numpy as np
+    import torch
+    from fairseq.data import Dictionary, indexed_dataset
+
+    destdir = tmp_path_factory.mktemp("synthetic_databin")
+    dictionary = Dictionary()
+    for i in range(200):
+        dictionary.add_symbol(f"\u2581w{i}", n=1000 - i)
+    dictionary.save(str(destdir / "dict.txt"))
+    rng = np.random.default_rng(0)
+    for split, lines in (("train", 400), ("valid", 120)):
+        builder = indexed_dataset.make_builder(
+            str(destdir / f"{split}.bin"), impl="mmap", vocab_size=len(dictionary))
+        for _ in range(lines):
+            pieces = rng.integers(dictionary.nspecial, len(dictionary), rng.integers(5, 41))
+            builder.add_item(torch.tensor([*pieces, dictionary.eos()], dtype=torch.int32))
+        builder.finalize(str(destdir / f"{split}.idx"))
+    return destdir
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,18 @@
-"""Invariants of TACO's positive/negative sampling on random padded batches."""
+"""TACO's positive/negative sampling: invariants on random padded batches, the distributions
+of positives and negatives, and the one "uniform outside the anchor's row" rule shared with the
+cross-worker negatives (:func:`taco_fairseq.distributed.global_negative_index`)."""
 
 import numpy as np
 import pytest
+import torch
 
-from taco_fairseq.sampling import sample_contrastive_positions
+from taco_fairseq.distributed import global_negative_index
+from taco_fairseq.sampling import (
+    outside_row,
+    sample_contrastive_positions,
+    sample_cross_worker_positions,
+    uniform_below,
+)
 
 
 def random_batch(rng, max_batch=6, max_len=12, hole_prob=0.0):
@@ -125,3 +134,68 @@ def test_bad_options_raise(window, k):
     candidate = np.ones((2, 3), dtype=bool)
     with pytest.raises(ValueError):
         sample_contrastive_positions(candidate, candidate, window, k, np.random.default_rng())
+
+
+def test_outside_row_skips_the_block_on_numpy_and_torch():
+    # a pool of 7 whose block [2, 5) is left out: draws 0..3 -> 0, 1, 5, 6
+    draws = np.arange(4)
+    assert outside_row(draws, 2, 3).tolist() == [0, 1, 5, 6]
+    assert outside_row(torch.arange(4), torch.tensor(2), torch.tensor(3)).tolist() == [0, 1, 5, 6]
+    bound = torch.tensor([3, 1, 0])
+    below = uniform_below(torch.tensor([0.999999999, 0.5, 0.3], dtype=torch.float64), bound)
+    assert below.tolist() == [2, 0, 0]
+    assert uniform_below(torch.tensor([1 - 1e-17], dtype=torch.float64), torch.tensor(5)) == 4
+
+
+def test_global_index_is_uniform_over_all_workers_tokens_outside_the_row():
+    # worker 0: rows of 3 and 2 candidates; worker 1: rows of 4 and 1 (pool sizes 5 and 5)
+    rng = np.random.default_rng(0)
+    draws = 60000
+    uniform = torch.from_numpy(rng.random((1, draws)))
+    # the anchor in worker 1's first row (global candidates 5..8): negatives 0..4 and 9
+    index = global_negative_index(
+        uniform, torch.tensor([0]), torch.tensor([4]), pool_sizes=[5, 5], rank=1
+    )
+    values, counts = np.unique(index.numpy(), return_counts=True)
+    assert values.tolist() == [0, 1, 2, 3, 4, 9]
+    assert np.all(np.abs(counts / draws - 1 / 6) < 0.006)  # sd of a share: 0.0015
+    # an anchor of worker 0's second row (global 3, 4)
+    index = global_negative_index(
+        uniform, torch.tensor([3]), torch.tensor([2]), pool_sizes=[5, 5], rank=0
+    )
+    values, counts = np.unique(index.numpy(), return_counts=True)
+    assert values.tolist() == [0, 1, 2, 5, 6, 7, 8, 9]
+    assert np.all(np.abs(counts / draws - 1 / 8) < 0.006)
+
+
+def test_one_worker_draws_from_the_local_samplers_distribution():
+    """With a single worker the rule is the local sampler's: uniform over the other rows."""
+    rng = np.random.default_rng(1)
+    candidate = rng.random((4, 7)) < 0.7
+    candidate[:, 0] = True
+    sampled = sample_cross_worker_positions(candidate, candidate, 5, 20000, rng)
+    index = global_negative_index(
+        torch.from_numpy(sampled.negative_uniform[:1]),
+        torch.from_numpy(sampled.anchor_row_start[:1]),
+        torch.from_numpy(sampled.anchor_row_length[:1]),
+        pool_sizes=[len(sampled.candidates)], rank=0,
+    )
+    negatives = sampled.candidates[index.numpy().ravel()]  # of row 0's first token
+    other_rows = np.flatnonzero(candidate[1:]) + candidate.shape[1]
+    values, counts = np.unique(negatives, return_counts=True)
+    assert values.tolist() == other_rows.tolist()
+    assert np.all(np.abs(counts / counts.sum() - 1 / len(other_rows)) < 0.02)
+    local = sample_contrastive_positions(candidate, candidate, 5, 20000, rng).negative[0]
+    assert np.unique(local).tolist() == other_rows.tolist()
+
+
+def test_cross_worker_variates_are_deterministic_and_in_range():
+    candidate = np.ones((2, 5), dtype=bool)
+    a = sample_cross_worker_positions(candidate, candidate, 3, 4, np.random.default_rng(5))
+    b = sample_cross_worker_positions(candidate, candidate, 3, 4, np.random.default_rng(5))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert a.negative_uniform.shape == (10, 4)
+    assert np.all((a.negative_uniform >= 0) & (a.negative_uniform < 1))
+    one_row = np.ones((1, 5), dtype=bool)  # no local negatives, but anchors: others may have
+    assert len(sample_cross_worker_positions(one_row, one_row, 3, 4,
+                                             np.random.default_rng(0)).anchor) == 5

@@ -337,6 +337,8 @@ def test_the_recipes_select_on_the_papers_metric_except_pearson_for_sts_b():
     assert default_point("base") == Hyperparameters(32, 3e-5, 6)
     with pytest.raises(ValueError, match="known sizes: small, base"):
         recipe_path(GLUE_TASKS["RTE"], "large")
+    with pytest.raises(ValueError, match="known sizes: small, base"):
+        default_point("large")
 
 
 def test_an_update_cap_shortens_the_schedule_with_the_run():

@@ -56,15 +56,17 @@ def grid() -> List[Hyperparameters]:
     return [Hyperparameters(b, lr, e) for b, lr, e in itertools.product(*GRID.values())]
 
 
-def recipe_path(task: GlueTask, size: str = "small") -> Path:
-    """``<task>_<size>.yaml`` of :data:`RECIPES_DIR`, e.g. ``sts_b_small.yaml``.
+def recipe_path(task: Optional[GlueTask], size: str = "small") -> Path:
+    """``<task>_<size>.yaml`` of :data:`RECIPES_DIR`, e.g. ``sts_b_small.yaml``; without a
+    task the shared ``glue_<size>.yaml``.
 
     Raises:
         ValueError: ``size`` is not one of :data:`SIZES`.
     """
     if size not in SIZES:
         raise ValueError(f"no {size!r} recipe; known sizes: {', '.join(SIZES)}")
-    return RECIPES_DIR / f"{task.name.lower().replace('-', '_')}_{size}.yaml"
+    stem = task.name.lower().replace("-", "_") if task else "glue"
+    return RECIPES_DIR / f"{stem}_{size}.yaml"
 
 
 def load_recipe(path: Path) -> dict:
@@ -81,8 +83,12 @@ def load_recipe(path: Path) -> dict:
 
 
 def default_point(size: str = "small") -> Hyperparameters:
-    """The single-run batch size, learning rate and epochs of the ``size`` recipes."""
-    recipe = load_recipe(RECIPES_DIR / f"glue_{size}.yaml")
+    """The single-run batch size, learning rate and epochs of the ``size`` recipes.
+
+    Raises:
+        ValueError: as :func:`recipe_path`.
+    """
+    recipe = load_recipe(recipe_path(None, size))
     return Hyperparameters(recipe["dataset"]["batch_size"], recipe["optimization"]["lr"][0],
                            recipe["optimization"]["max_epoch"])
 

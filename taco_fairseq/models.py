@@ -1,20 +1,20 @@
-"""RoBERTa at the BERT miniature sizes (Turc et al., 2019), with the token-embedding options of
-the paper's frozen-embedding study.
+"""RoBERTa at the BERT miniature sizes (Turc et al., 2019), with the options of the paper's
+frozen-embedding study.
 
 ``roberta_{tiny,mini,small,medium}`` are architectures of :class:`TacoRobertaModel`, fairseq's
-``RobertaModel`` with two more options; ``roberta_small`` is the paper's BERT-small (L=4,
-H=512, A=8, FFN 2048). All sizes keep fairseq's RoBERTa defaults otherwise (learned positions,
-post-norm, tied input/output embeddings unless ``--untie-weights-roberta``); ``safe_getattr``
-keeps the values a hydra config or the command line sets.
+``RobertaModel`` with two more options (``--arch taco_roberta``: RoBERTa-base sizes, changed
+with fairseq's size options); ``roberta_small`` is the paper's BERT-small (L=4,
+H=512, A=8, FFN 2048). Otherwise fairseq's RoBERTa defaults (learned positions, post-norm,
+tied input/output embeddings unless ``--untie-weights-roberta``); ``safe_getattr`` keeps what a
+hydra config or the command line sets.
 
-The frozen-embedding study (§2.2, Figure 4) trains with the embedding matrix frozen,
-initialized at random or from a well-trained checkpoint. What is frozen is the token-embedding
-matrix ``encoder.sentence_encoder.embed_tokens.weight`` (``[vocab, hidden]``); tied, it is also
-the LM head's output projection, untied only the input embedding is frozen. Position
-embeddings, the embedding LayerNorm and the rest of the LM head always train. The parameter
-gets ``requires_grad = False`` before fairseq builds its optimizer, so the optimizer never
-holds it (no update, no weight decay, no share of the gradient norm). These are model
-options, so they work with any task (``masked_lm`` and the ``mlm`` criterion included).
+The frozen-embedding study (§2.2, Figure 4) trains with the token-embedding matrix
+``encoder.sentence_encoder.embed_tokens.weight`` (``[vocab, hidden]``) frozen, initialized at
+random or from a well-trained checkpoint. Tied, it is also the LM head's output projection;
+untied, only the input embedding is frozen. Position embeddings, the embedding LayerNorm and
+the rest of the LM head train. The matrix gets ``requires_grad = False`` before fairseq builds
+its optimizer, which then never holds it (no update, no weight decay, no share of the gradient
+norm). As model options they work with any task (``masked_lm`` with ``--criterion mlm`` too).
 """
 
 import logging
@@ -128,5 +128,6 @@ def _register(name, layers, hidden, heads, ffn):
     architecture.__name__ = f"{name}_architecture"
 
 
+register_model_architecture("taco_roberta", "taco_roberta")(base_architecture)
 for _name, _size in SIZES.items():
     _register(_name, *_size)

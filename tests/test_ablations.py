@@ -130,6 +130,16 @@ def test_frozen_random_embeddings_with_mlm(synthetic_databin, tmp_path, task):
                            late["encoder.sentence_encoder.embed_positions.weight"])
 
 
+def test_freezing_is_a_model_option_of_any_size_and_task(synthetic_databin):
+    _, _, model, _ = fairseq_setup(
+        synthetic_databin, *MLM, "--arch", "taco_roberta", "--encoder-layers", "1",
+        "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+        "--encoder-attention-heads", "2", "--freeze-token-embeddings")
+    assert model.encoder.sentence_encoder.embed_tokens.weight.shape[1] == 32
+    assert not model.encoder.sentence_encoder.embed_tokens.weight.requires_grad
+    assert model.encoder.lm_head.dense.weight.requires_grad
+
+
 def test_freeze_options_without_freezing_train_the_copied_matrix(
     tiny_databin, trained_checkpoint
 ):

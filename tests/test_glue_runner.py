@@ -5,7 +5,6 @@ finished runs are skipped; test-set predictions; bad checkpoints are errors."""
 import json
 import math
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -130,17 +129,15 @@ def test_changed_settings_in_a_finished_run_directory_are_an_error(tmp_path, tra
 
 
 def rte_with(databin, tmp_path, dict_lines):
-    """A tiny RTE prepared with ``databin``'s SentencePiece model and a modified dict.txt."""
-    other = tmp_path / "other-databin"
-    other.mkdir(parents=True)
-    shutil.copy(databin / "sentencepiece.bpe.model", other)
-    (other / "dict.txt").write_text("".join(dict_lines))
+    """A tiny RTE prepared with ``databin``, then given a modified ``input0/dict.txt`` (the
+    preparation itself refuses a dict.txt that does not fit its SentencePiece model)."""
     glue = tmp_path / "glue" / "RTE"
     glue.mkdir(parents=True)
     for name in ("train.tsv", "dev.tsv"):
         (glue / name).write_text("index\tsentence1\tsentence2\tlabel\n0\tA b.\tC d.\tentailment\n")
-    prepare_glue(GluePrepOptions(glue_dir=tmp_path / "glue", pretraining_data=other,
+    prepare_glue(GluePrepOptions(glue_dir=tmp_path / "glue", pretraining_data=databin,
                                  destdir=tmp_path / "bin"))
+    (tmp_path / "bin" / "RTE" / "input0" / "dict.txt").write_text("".join(dict_lines))
     return tmp_path / "bin"
 
 

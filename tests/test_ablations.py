@@ -215,7 +215,7 @@ def test_recipes_of_plugin_architectures_ask_for_the_user_dir(path):
     architectures must make fairseq-hydra-train ask for common.user_dir, not fail later with
     fairseq's KeyError '_name'. ``???`` cannot (fairseq's schema default None wins over it);
     an interpolation of a key that does not exist stops naming the key
-    (tests/test_glue_recipes.py runs it)."""
+    (tests/test_glue_runner.py runs it)."""
     from omegaconf import OmegaConf
 
     recipe = OmegaConf.load(path)

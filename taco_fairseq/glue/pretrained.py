@@ -19,6 +19,7 @@ from ..checkpoints import (
     load_lazily,
     load_task_dictionary,
     recorded_data_dir,
+    saved_option,
 )
 from ..errors import OptionError
 from ..prep.pretraining import DICT_FILE, MODEL_FILE
@@ -98,12 +99,10 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
             f"{path} is not a fairseq checkpoint of a RoBERTa-style encoder (no cfg or no "
             f"{_EMBEDDINGS})"
         )
-    model = cfg["model"]
-    get = model.get if isinstance(model, dict) else lambda key: getattr(model, key, None)
     data = recorded_data_dir(path, state)
     return CheckpointInfo(
-        arch=get("_name") or get("arch"),
-        max_positions=int(get("max_positions")),
+        arch=saved_option(state, "model", "_name") or saved_option(state, "model", "arch"),
+        max_positions=int(saved_option(state, "model", "max_positions")),
         embedding_rows=state["model"][_EMBEDDINGS].shape[0],
         num_updates=int(state["optimizer_history"][-1]["num_updates"]),
         data=Path(data) if data else None,

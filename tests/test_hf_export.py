@@ -2,7 +2,6 @@
 compared with fairseq on real text; failures of the parity check; loading offline."""
 
 import csv
-import importlib.util
 import json
 import os
 import subprocess
@@ -213,13 +212,6 @@ def test_stsb_checkpoint_exports_regression_head(stsb_checkpoint, tiny_databin, 
         assert torch.allclose(got, expected, atol=ATOL, rtol=0)
 
 
-def _load_cli():
-    spec = importlib.util.spec_from_file_location("export_to_hf", REPO / "scripts/export_to_hf.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_corrupted_weight_fails_export_loudly(trained_checkpoint, monkeypatch, capsys, tmp_path):
     from taco_fairseq.hf_export import export
 
@@ -232,7 +224,8 @@ def test_corrupted_weight_fails_export_loudly(trained_checkpoint, monkeypatch, c
         return model
 
     monkeypatch.setattr(export, "to_transformers", corrupted)
-    cli = _load_cli()
+    from taco_fairseq.cli import export_hf as cli
+
     monkeypatch.setattr(cli.logging, "basicConfig", lambda **kwargs: None)  # keep pytest's
     out = tmp_path / "hf"
     with pytest.raises(SystemExit) as exit_info:

@@ -19,6 +19,7 @@ import logging
 import sys
 from pathlib import Path
 
+from taco_fairseq.cli import positive_int
 from taco_fairseq.hf_export.check_text import read_check_lines
 from taco_fairseq.hf_export.export import export_to_transformers
 from taco_fairseq.hf_export.parity import DEFAULT_ATOL, ParityError
@@ -26,16 +27,9 @@ from taco_fairseq.hf_export.parity import DEFAULT_ATOL, ParityError
 #: Default check text: held-out Wikipedia articles and WikiText-2 test (../shared next to
 #: the repository), when present.
 DEFAULT_CHECK_TEXT = [
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "corpus" / relative
+    Path(__file__).resolve().parents[3] / "shared" / "data" / "corpus" / relative
     for relative in ("wikipedia-en-2015-wikiextractor/AB.txt.xz", "wikitext-2-raw/wiki.test.raw.xz")
 ]
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         "test of ../shared/data/corpus)",
     )
     parser.add_argument(
-        "--check-lines", type=_positive_int, default=1000, metavar="N",
+        "--check-lines", type=positive_int, default=1000, metavar="N",
         help="lines read from each check-text file; all are tokenized by both pipelines, the "
         "hardest cases also run through both models (default: %(default)s)",
     )

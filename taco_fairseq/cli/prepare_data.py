@@ -19,16 +19,9 @@ import os
 import sys
 from pathlib import Path
 
+from taco_fairseq.cli import positive_int
 from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
 from taco_fairseq.prep.vocabulary import MODEL_TYPES
-
-
-def positive_int(text: str) -> int:
-    """argparse type of the count options (``--workers``, ``--vocab-size``, ...): an int >= 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def _coverage(text: str) -> float:

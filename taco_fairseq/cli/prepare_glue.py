@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from taco_fairseq.cli.prepare_data import positive_int
+from taco_fairseq.cli import positive_int
 from taco_fairseq.glue.tasks import TASKS
 from taco_fairseq.prep.glue_data import GluePrepOptions, MalformedRowsError, prepare_glue
 

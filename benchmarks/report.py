@@ -88,7 +88,7 @@ def _cpu_model() -> str:
 
 
 def _git_revision() -> str:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     try:
         revision = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,

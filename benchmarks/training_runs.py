@@ -16,7 +16,7 @@ from taco_fairseq.prep.pretraining import (
     prepare_pretraining_data,
 )
 
-USER_DIR = str(Path(__file__).resolve().parents[1])
+USER_DIR = str(Path(__file__).resolve().parents[1] / "taco_fairseq")  # for --user-dir
 
 #: Run names, in the order they are reported.
 MASKED_LM, TACO = "masked_lm", "taco"

@@ -1,39 +1,8 @@
 #!/usr/bin/env python3
-"""Download the official GLUE data (original TSV layout) of the paper's eight tasks.
+"""`taco-download-glue` (taco_fairseq/cli/glue_download.py), under the path the docs and existing command lines
+use."""
 
-Needs internet access. Example:
-
-    python scripts/download_glue.py --data-dir glue_data --tasks MNLI QNLI QQP
-    python scripts/prepare_glue.py --glue-dir glue_data --pretraining-data DATA_BIN --destdir ...
-"""
-
-import argparse
-import logging
-import sys
-from pathlib import Path
-
-from taco_fairseq.glue.download import download_glue
-from taco_fairseq.glue.tasks import TASKS
-
-
-def main(argv=None) -> None:
-    """Parse ``argv`` and download; exits with status 1 and a message on failure."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--data-dir", type=Path, required=True, help="where <TASK>/ goes")
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), metavar="TASK",
-                        help="GLUE tasks (default: all eight: %(default)s)")
-    parser.add_argument("--timeout", type=float, default=60.0,
-                        help="seconds per connection attempt (default: %(default)s)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO)
-    try:
-        for path in download_glue(args.data_dir, args.tasks, timeout=args.timeout):
-            print(f"downloaded {path}")
-    except (RuntimeError, FileExistsError, ValueError) as e:
-        sys.exit(f"error: {e}")
-
+from taco_fairseq.cli.glue_download import main
 
 if __name__ == "__main__":
     main()

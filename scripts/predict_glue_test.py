@@ -1,37 +1,8 @@
 #!/usr/bin/env python3
-"""Write GLUE test-set predictions (submission format: <COLUMN>.tsv with `index<TAB>prediction`)
-from the best dev run of each task of one pre-training checkpoint.
+"""`taco-predict-glue` (taco_fairseq/cli/glue_predict.py), under the path the docs and existing command lines
+use."""
 
-Example:
-    python scripts/predict_glue_test.py runs/glue --checkpoint TACO --output-dir submission
-"""
-
-import argparse
-import logging
-import sys
-from pathlib import Path
-
-from taco_fairseq.glue.submission import best_runs, write_submission
-from taco_fairseq.glue.summary import collect_results
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", type=Path, help="the runner's --out directory")
-    parser.add_argument("--checkpoint", help="checkpoint name (needed when the runs hold several)")
-    parser.add_argument("--output-dir", type=Path, required=True)
-    parser.add_argument("--cpu", action="store_true", help="predict on the CPU")
-    args = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO)
-    try:
-        best = best_runs(collect_results(args.runs), args.checkpoint)
-        for task, result in best.items():
-            print(f"{task}: best dev run {result['run_dir']}")
-        for path in write_submission(best, args.output_dir, cpu=args.cpu):
-            print(f"wrote {path}")
-    except (FileNotFoundError, ValueError) as e:
-        sys.exit(f"error: {e}")
-
+from taco_fairseq.cli.glue_predict import main
 
 if __name__ == "__main__":
     main()

@@ -1,30 +1,8 @@
 #!/usr/bin/env python3
-"""Summarize all finished GLUE runs under a runner output directory: writes summary.csv and
-summary.md there (mean +- std over seeds, best run, GLUE averages) and prints the table.
+"""`taco-glue-summary` (taco_fairseq/cli/glue_summary.py), under the path the docs and existing command lines
+use."""
 
-Example:
-    python scripts/summarize_glue.py runs/glue
-"""
-
-import argparse
-import sys
-from pathlib import Path
-
-from taco_fairseq.glue.summary import collect_results, write_summary
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, help="the runner's --out directory")
-    parser.add_argument("--pooled", action="store_true",
-                        help="all grid points of a task together instead of the best one")
-    args = parser.parse_args(argv)
-    try:
-        results = collect_results(args.out)
-    except FileNotFoundError as e:
-        sys.exit(f"error: {e}")
-    print(write_summary(results, args.out, pooled=args.pooled))
-
+from taco_fairseq.cli.glue_summary import main
 
 if __name__ == "__main__":
     main()

@@ -1,10 +1,12 @@
 """taco-fairseq: TACO pre-training for fairseq.
 
 Importing the package (or passing ``--user-dir taco_fairseq``) registers the ``taco_masked_lm``
-task, the ``taco``, ``mlm`` and ``sentence_prediction_summable`` (GLUE) criterions and the
+task, the ``taco``, ``mlm`` and ``sentence_prediction_summable`` criteria and the
 ``roberta_{tiny,mini,small,medium}`` architectures, lets fairseq checkpoints load under
-``torch.load(weights_only=True)``, applies the fixes of :mod:`taco_fairseq.fairseq_patches` and
-reports the plugin's configuration errors in one line (:mod:`taco_fairseq.errors`).
+``torch.load(weights_only=True)`` (:mod:`taco_fairseq.checkpoints`), applies the fixes of
+:mod:`taco_fairseq.fairseq_patches` and reports the plugin's configuration errors in one line
+(:mod:`taco_fairseq.errors`). It imports none of the tools (``prep``, ``glue``, ``analysis``,
+``hf_export``); ``taco_fairseq.hub`` is imported on demand.
 """
 
 import warnings
@@ -16,11 +18,7 @@ warnings.filterwarnings(
     category=FutureWarning,
 )
 
-from . import checkpoint_compat  # noqa: E402,F401  (allow-lists the globals of fairseq checkpoints)
-from . import errors, fairseq_patches  # noqa: E402
-from .criterions import mlm, sentence_prediction_summable, taco  # noqa: E402,F401
-from .models import roberta_sizes  # noqa: E402,F401
-from .tasks import taco_masked_lm  # noqa: E402,F401
+from . import criterion, errors, fairseq_patches, models, task  # noqa: E402,F401
 
 errors.install_excepthook()
 fairseq_patches.apply()

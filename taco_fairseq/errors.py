@@ -1,20 +1,14 @@
 """Configuration errors of the plugin, reported as one line by the commands a user runs.
 
-The plugin's checks of options, data and checkpoints (task, criterion and model set-up) raise
-:class:`OptionError` (a ``ValueError``) or :class:`InputNotFoundError` (a
-``FileNotFoundError``), whose message names the option or file and the fix. Such an error
-ends the command with ``error: MESSAGE`` on stderr and exit status 1, without a traceback:
-
-* ``fairseq-train --user-dir taco_fairseq`` (and every Python program that imports
-  ``taco_fairseq``): importing the package installs :func:`excepthook`, which shortens these two
-  classes only and hands every other exception to the previous hook unchanged;
-* ``fairseq-hydra-train``: hydra prints the message of a ``CompactHydraException`` alone, and
-  both classes are one.
-
-``TACO_FAIRSEQ_DEBUG=1`` in the environment (or ``HYDRA_FULL_ERROR=1`` for
-``fairseq-hydra-train``) brings the full traceback back. With fairseq's own spawning of one
-process per GPU (``--distributed-world-size N`` without ``--distributed-no-spawn``) the error
-reaches the parent as torch's ``ProcessRaisedException`` and keeps its traceback.
+The checks of options, data and checkpoints raise :class:`OptionError` (a ``ValueError``) or
+:class:`InputNotFoundError` (a ``FileNotFoundError``), whose message names the option or file
+and the fix. Such an error ends the command with ``error: MESSAGE`` on stderr and exit status
+1, without a traceback: in ``fairseq-train --user-dir taco_fairseq`` (and every program that
+imports ``taco_fairseq``) through :func:`excepthook`, which shortens these two classes only; in
+``fairseq-hydra-train`` because hydra prints a ``CompactHydraException``'s message alone.
+``TACO_FAIRSEQ_DEBUG=1`` (``HYDRA_FULL_ERROR=1`` for hydra) brings the traceback back. With
+fairseq's own spawning of one process per GPU the error reaches the parent as torch's
+``ProcessRaisedException``, traceback included.
 """
 
 import os
@@ -27,13 +21,11 @@ DEBUG_VARIABLE = "TACO_FAIRSEQ_DEBUG"
 
 
 class ConfigurationError(CompactHydraException):
-    """A bad option, data directory or checkpoint found before training; its message names
-    what to change."""
+    """A bad option, data directory or checkpoint found before training."""
 
 
 class OptionError(ConfigurationError, ValueError):
-    """A bad option value or combination of options (or a checkpoint or data-bin that does
-    not fit them)."""
+    """A bad option value or combination (or a checkpoint or data-bin that does not fit)."""
 
 
 class InputNotFoundError(ConfigurationError, FileNotFoundError):
@@ -42,8 +34,8 @@ class InputNotFoundError(ConfigurationError, FileNotFoundError):
 
 def hydra_relative_path_hint(path) -> str:
     """`` (…)`` explaining where a relative ``path`` went under ``fairseq-hydra-train``, which
-    runs in its own directory (``hydra.run.dir``, ``outputs/DATE/TIME`` by default), not in
-    the one it was started from; ``""`` for an absolute path or outside hydra."""
+    runs in its own directory (``hydra.run.dir``), not where it was started; ``""`` for an
+    absolute path or outside hydra."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.utils import get_original_cwd
 
@@ -65,8 +57,7 @@ def excepthook(kind, error, traceback):
 
 
 def install_excepthook() -> None:
-    """Make :func:`excepthook` ``sys.excepthook`` (once; the replaced hook stays in charge of
-    all other exceptions)."""
+    """Make :func:`excepthook` ``sys.excepthook`` (once)."""
     global _previous_hook
     if getattr(sys.excepthook, "__module__", None) != __name__:
         _previous_hook = sys.excepthook

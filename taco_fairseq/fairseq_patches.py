@@ -1,18 +1,15 @@
-"""Narrow fixes of fairseq (ve-fairseq 0.12.3) applied when ``taco_fairseq`` is imported.
+"""Narrow fixes of fairseq (ve-fairseq 0.12.3), applied when ``taco_fairseq`` is imported.
 
-* ``--sample-break-mode eos``: fairseq's ``TokenBlockDataset`` (and ``LanguagePairDataset``)
-  use ``np.compat.long``, which numpy 2 removed; every ``eos`` run stopped with
-  ``AttributeError: module 'numpy' has no attribute 'compat'`` (fairseq's own ``masked_lm`` as
-  well). The two modules get a view of numpy that adds exactly that alias (numpy 1's
-  ``np.compat.long`` was Python's ``int``, i.e. int64); numpy itself is left unchanged.
-* ``checkpoint_utils.load_checkpoint``, where ``fairseq-train`` loads the checkpoint it
-  resumes or starts from, first goes through
-  :func:`taco_fairseq.checkpoint_checks.restore_config`: for every task, an unreadable
-  ``checkpoint_last.pt`` resumes from the newest intact checkpoint instead of stopping with
-  ``EOFError``, a missing ``--restore-file`` is an error instead of a silent start from scratch,
-  and a RoBERTa checkpoint that does not fit the model (e.g. a GLUE fine-tuning with more
-  ``--max-positions`` than pre-training) is refused with a message instead of a ``size
-  mismatch`` traceback. Everything else is fairseq's.
+* ``--sample-break-mode eos``: fairseq's ``TokenBlockDataset`` and ``LanguagePairDataset`` use
+  ``np.compat.long``, which numpy 2 removed (``AttributeError: module 'numpy' has no attribute
+  'compat'``, fairseq's own ``masked_lm`` as well). The two modules get a view of numpy that
+  adds exactly that alias (numpy 1's ``np.compat.long`` was ``int``, i.e. int64); numpy itself
+  is unchanged.
+* ``checkpoint_utils.load_checkpoint``, where ``fairseq-train`` loads the checkpoint it resumes
+  or starts from, first goes through :func:`taco_fairseq.checkpoints.restore_config`, for every
+  task: an unreadable ``checkpoint_last.pt`` resumes from the newest intact checkpoint, a
+  missing ``--restore-file`` is an error, and a RoBERTa checkpoint that does not fit the model
+  is refused with a message. Everything else is fairseq's.
 """
 
 import functools
@@ -32,20 +29,14 @@ class _NumpyWithCompatLong(types.ModuleType):
         return getattr(np, name)
 
 
-def patch_numpy_compat() -> None:
-    """Give fairseq's two users of ``np.compat.long`` a numpy that has it (no-op on numpy 1)."""
-    if hasattr(np, "compat"):
-        return
-    for module in (token_block_dataset, language_pair_dataset):
-        if module.np is np:
-            module.np = _NumpyWithCompatLong("numpy")
+def apply() -> None:
+    """Apply both fixes (idempotent)."""
+    from .checkpoints import restore_config
 
-
-def patch_load_checkpoint() -> None:
-    """Check (and, for an unreadable ``checkpoint_last.pt``, redirect) what fairseq-train
-    loads; see the module doc."""
-    from .checkpoint_checks import restore_config
-
+    if not hasattr(np, "compat"):
+        for module in (token_block_dataset, language_pair_dataset):
+            if module.np is np:
+                module.np = _NumpyWithCompatLong("numpy")
     original = checkpoint_utils.load_checkpoint
     if getattr(original, "checked_by_taco_fairseq", False):
         return
@@ -57,9 +48,3 @@ def patch_load_checkpoint() -> None:
 
     load_checkpoint.checked_by_taco_fairseq = True
     checkpoint_utils.load_checkpoint = load_checkpoint
-
-
-def apply() -> None:
-    """Apply every fix of this module (idempotent)."""
-    patch_numpy_compat()
-    patch_load_checkpoint()

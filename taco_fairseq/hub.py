@@ -21,12 +21,11 @@ import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.models.roberta import RobertaHubInterface
 
-from . import checkpoint_checks
+from . import checkpoints
+from .checkpoints import SENTENCEPIECE_MODEL
 
 PathLike = Union[str, Path]
 
-#: The SentencePiece model file of a data-bin (``scripts/prepare_pretraining_data.py``).
-SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
 #: Tried in this order when :func:`from_pretrained` is given a directory.
 CHECKPOINT_NAMES = ("checkpoint_best.pt", "checkpoint_last.pt", "model.pt")
 #: Where a task's dictionary lies in its data directory (default: ``dict.txt`` at the top).
@@ -64,8 +63,8 @@ def recorded_data_dir(checkpoint: PathLike) -> Optional[str]:
     Reads only the checkpoint's configuration (the tensors are memory-mapped, not read;
     importing ``taco_fairseq`` lets ``torch.load`` read fairseq checkpoints).
     """
-    state = checkpoint_checks.load_lazily(checkpoint)
-    return checkpoint_checks.recorded_data_dir(checkpoint, state)
+    state = checkpoints.load_lazily(checkpoint)
+    return checkpoints.recorded_data_dir(checkpoint, state)
 
 
 class TacoHubInterface(RobertaHubInterface):
@@ -150,7 +149,7 @@ def from_pretrained(
             SentencePiece model is missing; the message names the argument to pass.
         ValueError: if the data directory's dictionary or the SentencePiece model is not the
             one the checkpoint was trained with
-            (:func:`taco_fairseq.checkpoint_checks.check_dictionary`; the message names both).
+            (:func:`taco_fairseq.checkpoints.check_dictionary`; the message names both).
     """
     checkpoint = resolve_checkpoint(checkpoint)
     if data_dir is None:
@@ -176,13 +175,15 @@ def from_pretrained(
     elif not Path(sentencepiece_model).is_file():
         raise FileNotFoundError(f"sentencepiece_model not found: {sentencepiece_model}")
     sentencepiece_model = Path(sentencepiece_model).resolve()
-    state = checkpoint_checks.load_lazily(checkpoint)
-    dict_file = data_dir / _DICT_DIRS.get(_task_name(state), "") / "dict.txt"
+    state = checkpoints.load_lazily(checkpoint)
+    task = (checkpoints.saved_option(state, "task", "_name")  # cfg.task._name, or args.task
+            or checkpoints.saved_option(state, "task", "task"))
+    dict_file = data_dir / _DICT_DIRS.get(task, "") / "dict.txt"
     if not dict_file.is_file():
         raise FileNotFoundError(f"no {dict_file.relative_to(data_dir)} in {data_dir}; pass "
                                 "data_dir= (the data-bin with the model's dict.txt)")
-    checkpoint_checks.check_dictionary(
-        checkpoint, state, checkpoint_checks.load_task_dictionary(dict_file), str(dict_file),
+    checkpoints.check_dictionary(
+        checkpoint, state, checkpoints.load_task_dictionary(dict_file), str(dict_file),
         sentencepiece_model,
     )
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
@@ -192,13 +193,7 @@ def from_pretrained(
             "bpe": "sentencepiece",
             "sentencepiece_model": str(sentencepiece_model),
             "load_checkpoint_heads": True,
+            "init_token_embeddings_from": None,  # the weights come from the checkpoint
         },
     )
     return TacoHubInterface(cfg, task, models[0]).eval()
-
-
-def _task_name(state: dict) -> Optional[str]:
-    if state.get("args") is not None:
-        return getattr(state["args"], "task", None)
-    task = (state.get("cfg") or {}).get("task")
-    return task.get("_name") if isinstance(task, dict) else getattr(task, "_name", None)

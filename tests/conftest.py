@@ -1,5 +1,6 @@
-"""Shared fixtures: real data read in place from ../shared (never copied into the repository;
-tests that need it are skipped where it is absent) and fairseq set-ups built from command lines.
+"""Shared fixtures: a synthetic data-bin for the core tests, real data read in place from
+../shared (never copied into the repository; tests that need it are skipped where it is absent)
+and fairseq set-ups built from command lines.
 """
 
 import itertools
@@ -62,10 +63,36 @@ def head():
 
 
 @pytest.fixture(scope="session")
+def synthetic_databin(tmp_path_factory) -> Path:
+    """A data-bin of seeded random "text", made with fairseq's own ``Dictionary`` and indexed
+    dataset writer: a dict.txt of 200 pieces (ids 4..203, so ``<mask>`` is 204), ``train`` and
+    ``valid`` splits of 400 and 120 lines of 5 to 40 pieces and ``</s>``; no SentencePiece
+    model. Needs nothing outside the repository."""
+    import numpy as np
+    import torch
+    from fairseq.data import Dictionary, indexed_dataset
+
+    destdir = tmp_path_factory.mktemp("synthetic_databin")
+    dictionary = Dictionary()
+    for i in range(200):
+        dictionary.add_symbol(f"\u2581w{i}", n=1000 - i)
+    dictionary.save(str(destdir / "dict.txt"))
+    rng = np.random.default_rng(0)
+    for split, lines in (("train", 400), ("valid", 120)):
+        builder = indexed_dataset.make_builder(
+            str(destdir / f"{split}.bin"), impl="mmap", vocab_size=len(dictionary))
+        for _ in range(lines):
+            pieces = rng.integers(dictionary.nspecial, len(dictionary), rng.integers(5, 41))
+            builder.add_item(torch.tensor([*pieces, dictionary.eos()], dtype=torch.int32))
+        builder.finalize(str(destdir / f"{split}.idx"))
+    return destdir
+
+
+@pytest.fixture(scope="session")
 def tiny_databin(wikipedia_aa, wikitext_test, tmp_path_factory) -> Path:
     """A data-bin made by the prep command's library from real text: the first 3,000 lines of
     Wikipedia AA (train), WikiText-2 test (valid; 2,891 lines), a 2,000-piece vocabulary."""
-    from taco_fairseq.pretraining_data import PrepareOptions, prepare_pretraining_data
+    from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
 
     destdir = tmp_path_factory.mktemp("databin")
     prepare_pretraining_data(
@@ -179,7 +206,7 @@ def glue_data() -> Path:
 def glue_databin(glue_data, tiny_databin, tmp_path_factory) -> Path:
     """The five real GLUE tasks prepared by the GLUE prep command's library with the
     SentencePiece model and dict.txt of ``tiny_databin`` (2 workers); one directory per task."""
-    from taco_fairseq.glue.prepare import GluePrepOptions, prepare_glue
+    from taco_fairseq.prep.glue_data import GluePrepOptions, prepare_glue
 
     destdir = tmp_path_factory.mktemp("glue")
     prepare_glue(GluePrepOptions(glue_dir=glue_data, pretraining_data=tiny_databin,

@@ -101,8 +101,8 @@ def cross_worker(databin, rank, world_size):
     steps = []
     for dummy in (False, rank == 1):
         model.zero_grad()
-        sample["taco"]["update_totals"] = torch.ones(2)  # a training step: gather across ranks
-        sample["taco"]["dummy"] = dummy
+        sample["taco"].update_totals = torch.ones(2)  # a training step: gather across ranks
+        sample["taco"].dummy = dummy
         losses = criterion.compute_losses(model, sample)
         if losses.tc_loss.requires_grad:  # not when no anchor has negatives
             losses.tc_loss.backward()

@@ -9,8 +9,10 @@ import torch
 from fairseq import checkpoint_utils, modules
 
 from conftest import REPO, USER_DIR, fairseq_setup, first_batch, run_fairseq, train_args
-from taco_fairseq.models.token_embeddings import TOKEN_EMBEDDING_KEY
-from taco_fairseq.training_log import parse_json_log
+from taco_fairseq import hub
+from taco_fairseq.diagnostics import last_layer_states
+from taco_fairseq.models import TOKEN_EMBEDDING_KEY
+from taco_fairseq.analysis.training_log import parse_json_log
 
 MLM = ("--task", "masked_lm", "--criterion", "mlm")
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
@@ -35,10 +37,10 @@ def _state(save_dir, updates):
     return checkpoint_utils.load_checkpoint_to_cpu(str(path))["model"]
 
 
-def test_mlm_tp_predicts_the_original_token_at_every_position(tiny_databin):
-    _, task, model, criterion = fairseq_setup(tiny_databin, *MLM, "--mlm-positions", "all",
+def test_mlm_tp_predicts_the_original_token_at_every_position(synthetic_databin):
+    _, task, model, criterion = fairseq_setup(synthetic_databin, *MLM, "--mlm-positions", "all",
                                               *NO_DROPOUT)
-    _, unmasked_task, _, _ = fairseq_setup(tiny_databin, *MLM, "--skip-masking")
+    _, unmasked_task, _, _ = fairseq_setup(synthetic_databin, *MLM, "--skip-masking")
     batch, original = first_batch(task), first_batch(unmasked_task)
     pad = task.dictionary.pad()
     tokens = batch["net_input"]["src_tokens"]
@@ -62,30 +64,31 @@ def test_mlm_tp_predicts_the_original_token_at_every_position(tiny_databin):
                                rtol=1e-5, atol=0)
 
 
-def test_concentrated_taco_trains(tiny_databin, tmp_path):
-    records = _train(tiny_databin, tmp_path, "--tc-positions", "masked")
+def test_concentrated_taco_trains(synthetic_databin, tmp_path):
+    records = _train(synthetic_databin, tmp_path, "--tc-positions", "masked")
     train = [r for r in records if r["kind"] == "train_inner"]
     # anchors are the ~15% masked tokens of 8 x 64-token sequences
     assert all(0 < r["tc_anchors"] < 0.25 * 8 * 64 for r in train)
 
 
-def test_untied_token_embedding_is_the_input_embedding(tiny_databin):
+def test_untied_token_embedding_is_the_input_embedding(synthetic_databin):
     _, task, model, criterion = fairseq_setup(
-        tiny_databin, "--untie-weights-roberta", "--tc-embedding", "token"
+        synthetic_databin, "--untie-weights-roberta", "--tc-embedding", "token"
     )
     model.eval()
     batch = first_batch(task)
     tokens = batch["net_input"]["src_tokens"]
     features, extra = model(tokens, features_only=True, return_all_hiddens=True)
     encoder = model.encoder
-    g = criterion._global_bias(model, batch, extra["inner_states"])
+    inner = extra["inner_states"]
+    g = criterion.global_bias(model, batch, last_layer_states(model, inner), inner)
     input_embedding = encoder.sentence_encoder.embed_tokens.weight[tokens]
     torch.testing.assert_close(g, features - input_embedding, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(g, features - encoder.lm_head.weight[tokens], atol=1e-3)
 
 
-def test_untied_taco_trains(tiny_databin, tmp_path):
-    _train(tiny_databin, tmp_path, "--untie-weights-roberta", "--tc-embedding", "token")
+def test_untied_taco_trains(synthetic_databin, tmp_path):
+    _train(synthetic_databin, tmp_path, "--untie-weights-roberta", "--tc-embedding", "token")
     state = _state(tmp_path, 4)
     assert not torch.equal(state[TOKEN_EMBEDDING_KEY], state["encoder.lm_head.weight"])
 
@@ -93,12 +96,13 @@ def test_untied_taco_trains(tiny_databin, tmp_path):
 def test_frozen_embeddings_from_a_checkpoint_stay_bit_exact(
     tiny_databin, trained_checkpoint, tmp_path
 ):
-    source = trained_checkpoint / "checkpoint_last.pt"
+    source = tmp_path / "source.pt"
+    source.write_bytes((trained_checkpoint / "checkpoint_last.pt").read_bytes())
     source_embedding = checkpoint_utils.load_checkpoint_to_cpu(str(source))["model"][
         TOKEN_EMBEDDING_KEY]
-    _train(tiny_databin, tmp_path, "--freeze-token-embeddings",
-           "--init-token-embeddings-from", source)
-    early, late = _state(tmp_path, 2), _state(tmp_path, 4)
+    run = tmp_path / "run"
+    _train(tiny_databin, run, "--freeze-token-embeddings", "--init-token-embeddings-from", source)
+    early, late = _state(run, 2), _state(run, 4)
     for state in (early, late):
         assert torch.equal(state[TOKEN_EMBEDDING_KEY], source_embedding)
         assert torch.equal(state["encoder.lm_head.weight"], source_embedding)  # tied
@@ -107,16 +111,33 @@ def test_frozen_embeddings_from_a_checkpoint_stay_bit_exact(
     assert "encoder.sentence_encoder.layers.0.self_attn.k_proj.weight" in changed
     assert "encoder.lm_head.bias" in changed
     assert len(changed) > 0.9 * len(trained)
+    # the checkpoint records the source; the hub loads it without the source file
+    source.unlink()
+    roberta = hub.from_pretrained(run / "checkpoint_last.pt", data_dir=tiny_databin)
+    assert torch.equal(roberta.model.encoder.sentence_encoder.embed_tokens.weight,
+                       source_embedding)
 
 
-def test_frozen_random_embeddings_with_mlm(tiny_databin, tmp_path):
-    """The frozen-embedding recipe's combination: the taco_masked_lm task's options, the mlm
-    criterion. The random initial matrix is never updated."""
-    _train(tiny_databin, tmp_path, "--criterion", "mlm", "--freeze-token-embeddings")
+@pytest.mark.parametrize("task", ["taco_masked_lm", "masked_lm"])
+def test_frozen_random_embeddings_with_mlm(synthetic_databin, tmp_path, task):
+    """The frozen-embedding options are the model's: with the mlm criterion and either task,
+    the random initial matrix is never updated."""
+    _train(synthetic_databin, tmp_path, "--task", task, "--criterion", "mlm",
+           "--freeze-token-embeddings")
     early, late = _state(tmp_path, 2), _state(tmp_path, 4)
     assert torch.equal(early[TOKEN_EMBEDDING_KEY], late[TOKEN_EMBEDDING_KEY])
     assert not torch.equal(early["encoder.sentence_encoder.embed_positions.weight"],
                            late["encoder.sentence_encoder.embed_positions.weight"])
+
+
+def test_freezing_is_a_model_option_of_any_size_and_task(synthetic_databin):
+    _, _, model, _ = fairseq_setup(
+        synthetic_databin, *MLM, "--arch", "taco_roberta", "--encoder-layers", "1",
+        "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+        "--encoder-attention-heads", "2", "--freeze-token-embeddings")
+    assert model.encoder.sentence_encoder.embed_tokens.weight.shape[1] == 32
+    assert not model.encoder.sentence_encoder.embed_tokens.weight.requires_grad
+    assert model.encoder.lm_head.dense.weight.requires_grad
 
 
 def test_freeze_options_without_freezing_train_the_copied_matrix(
@@ -137,10 +158,10 @@ def test_bad_embedding_source_fails_naming_the_option(tiny_databin, tmp_path, tr
                       str(trained_checkpoint / "checkpoint_last.pt"))
 
 
-def test_mlm_tp_recipe_trains_with_hydra(tiny_databin, tmp_path):
+def test_mlm_tp_recipe_trains_with_hydra(synthetic_databin, tmp_path):
     out = run_fairseq(
         "fairseq-hydra-train", "--config-dir", RECIPES, "--config-name", "mlm_tp_small",
-        f"task.data={tiny_databin}", f"common.user_dir={USER_DIR}", "common.cpu=true",
+        f"task.data={synthetic_databin}", f"common.user_dir={USER_DIR}", "common.cpu=true",
         "common.fp16=false", "common.log_interval=1", "model._name=roberta_tiny",
         "model.max_positions=64", "task.tokens_per_sample=64", "dataset.batch_size=4",
         "optimization.update_freq=[1]", "optimization.max_update=2",
@@ -166,9 +187,9 @@ def test_mlm_tp_recipe_trains_with_hydra(tiny_databin, tmp_path):
     ("taco_untied_small", {"criterion._name": "taco", "model.untie_weights_roberta": True}),
     ("mlm_untied_small", {"criterion._name": "masked_lm", "model.untie_weights_roberta": True}),
     ("mlm_frozen_embeddings_small", {"criterion._name": "mlm", "task._name": "taco_masked_lm",
-                                     "task.freeze_token_embeddings": True}),
+                                     "model.freeze_token_embeddings": True}),
     ("taco_frozen_embeddings_small", {"criterion._name": "taco",
-                                      "task.freeze_token_embeddings": True}),
+                                      "model.freeze_token_embeddings": True}),
 ])
 def test_recipes_compose(name, expected):
     from fairseq.dataclass.initialize import add_defaults, hydra_init
@@ -194,7 +215,7 @@ def test_recipes_of_plugin_architectures_ask_for_the_user_dir(path):
     architectures must make fairseq-hydra-train ask for common.user_dir, not fail later with
     fairseq's KeyError '_name'. ``???`` cannot (fairseq's schema default None wins over it);
     an interpolation of a key that does not exist stops naming the key
-    (tests/test_glue_recipes.py runs it)."""
+    (tests/test_glue_runner.py runs it)."""
     from omegaconf import OmegaConf
 
     recipe = OmegaConf.load(path)

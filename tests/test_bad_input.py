@@ -70,8 +70,8 @@ def test_more_negatives_than_tokens_are_drawn_with_replacement_and_warned_once(
 ):
     _, task, model, criterion = fairseq_setup(tiny_databin, "--tc-negatives", "500")
     batch = first_batch(task, batch_size=2)  # at most 64 tokens in the other sequence
-    assert batch["taco"]["negative"].shape == (len(batch["taco"]["anchor"]), 500)
-    assert 0 < batch["taco"]["available_negatives"] <= 64
+    assert batch["taco"].negative.shape == (len(batch["taco"].anchor), 500)
+    assert 0 < batch["taco"].available_negatives <= 64
     with caplog.at_level(logging.WARNING):
         for update in range(2):
             task.train_step(first_batch(task, batch_size=2), model, criterion, Backward, update)
@@ -198,7 +198,7 @@ def test_own_checkpoint_fits(trained_checkpoint, tiny_databin):
     """The checks accept the checkpoint fairseq-train will load, and it really loads."""
     from fairseq import checkpoint_utils
 
-    from taco_fairseq.checkpoint_checks import checkpoint_to_load
+    from taco_fairseq.checkpoints import checkpoint_to_load
 
     last = str(trained_checkpoint / "checkpoint_last.pt")
     for options, expected in (

@@ -7,11 +7,11 @@ import re
 import pytest
 
 from conftest import USER_DIR, fairseq_setup, run_script
-from taco_fairseq.benchmark.collate_timing import time_collate
-from taco_fairseq.benchmark.report import growth_exponents, paired_ratios
-from taco_fairseq.benchmark.tc_loss_timing import TCLossTiming, time_tc_loss
-from taco_fairseq.benchmark import update_timing
-from taco_fairseq.benchmark.update_timing import compare_updates
+from benchmarks.collate_timing import time_collate
+from benchmarks.report import growth_exponents, paired_ratios
+from benchmarks.tc_loss_timing import TCLossTiming, time_tc_loss
+from benchmarks import update_timing
+from benchmarks.update_timing import compare_updates
 
 
 def test_benchmark_command_runs_and_prints_its_tables(tiny_databin, tmp_path):
@@ -21,7 +21,7 @@ def test_benchmark_command_runs_and_prints_its_tables(tiny_databin, tmp_path):
         "--warmup", "1", "--collate-batches", "2", "--tc-tokens", "512", "768",
         "--tc-negatives", "3", "5", "--tc-fixed-tokens", "512", "--tc-hidden", "32",
         "--tc-repeats", "1",
-        "--threads", "1", "--output", output,
+        "--threads", "1", "--target-growth-exponent", "1.25", "--output", output,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     report = result.stdout
@@ -37,6 +37,7 @@ def test_benchmark_command_runs_and_prints_its_tables(tiny_databin, tmp_path):
                          re.MULTILINE)
     assert tc_rows == [("512", "50"), ("768", "50"), ("512", "3"), ("512", "5")]
     assert "update time taco / masked_lm ≤ 1.03 (small) | not measured" in report
+    assert "TC time grows linearly over tokens (slope ≤ 1.25) |" in report
 
 
 def test_benchmark_command_rejects_partial_sequences(tiny_databin):

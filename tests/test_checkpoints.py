@@ -102,7 +102,7 @@ def test_code_running_pickles_are_still_refused():
 
 
 def test_a_file_that_is_no_checkpoint_is_named(tmp_path):
-    from taco_fairseq.checkpoint_checks import load_lazily
+    from taco_fairseq.checkpoints import load_lazily
     from taco_fairseq.errors import OptionError
 
     notes = tmp_path / "notes.pt"
@@ -119,7 +119,7 @@ def test_a_relative_data_path_is_found_beside_a_parent_of_the_checkpoint(tmp_pat
                                                                           monkeypatch):
     """A run started in the repository root records ``data-bin/x``; its checkpoint lies in
     ``checkpoints/run/``: the data-bin is found from anywhere (README's layout)."""
-    from taco_fairseq.checkpoint_checks import recorded_data_dir
+    from taco_fairseq.checkpoints import recorded_data_dir
 
     (tmp_path / "data-bin" / "x").mkdir(parents=True)
     checkpoint = tmp_path / "checkpoints" / "run" / "checkpoint_last.pt"

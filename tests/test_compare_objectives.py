@@ -18,7 +18,7 @@ from taco_fairseq.comparison.pretraining import (
     PretrainSettings,
     pretrain,
 )
-from taco_fairseq.training_log import parse_json_log
+from taco_fairseq.analysis.training_log import parse_json_log
 
 from conftest import SHARED, run_script
 

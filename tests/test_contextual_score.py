@@ -7,7 +7,12 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
-from taco_fairseq.analysis.checkpoints import find_checkpoints, iter_run_checkpoints, run_name
+from taco_fairseq.analysis.checkpoints import (
+    find_checkpoints,
+    interval_checkpoints,
+    iter_run_checkpoints,
+    run_name,
+)
 from taco_fairseq.analysis.contextual_score import (
     contextual_score,
     encode_sentences,
@@ -126,6 +131,19 @@ def test_score_of_trained_checkpoints(trained_checkpoint, tiny_databin, wikitext
         assert all(math.isfinite(v) for k, v in row.items() if k not in ("run", "checkpoint"))
         assert row["l1_inter"] > 0 and row["l10_inter"] > 0
     assert rows[0]["cosine_intra"] != rows[1]["cosine_intra"]
+
+
+def test_interval_checkpoints_are_ordered_by_updates_not_by_name(tmp_path):
+    names = ["checkpoint_2_1000.pt", "checkpoint_1_900.pt", "checkpoint_last.pt",
+             "checkpoint3.pt", "checkpoint_1_100.pt.tmp", "checkpoint_best.pt"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    assert interval_checkpoints(tmp_path) == [(900, tmp_path / "checkpoint_1_900.pt"),
+                                              (1000, tmp_path / "checkpoint_2_1000.pt")]
+    assert [f.name for f in find_checkpoints(tmp_path)] == [
+        "checkpoint_1_900.pt", "checkpoint_2_1000.pt", "checkpoint3.pt", "checkpoint_best.pt",
+        "checkpoint_last.pt"]
+    assert interval_checkpoints(tmp_path / "missing") == []
 
 
 def test_missing_run_or_data_bin(tmp_path, trained_checkpoint):

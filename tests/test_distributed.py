@@ -1,16 +1,21 @@
 """Multi-process training with fairseq's own distributed mode (gloo on the CPU): the objective
-and its gradient do not depend on how an update's batches are split over workers, and no TC
-variant leaves a parameter without gradient (DistributedDataParallel's failure)."""
+and its gradient do not depend on how an update's batches are split over workers, no TC
+variant leaves a parameter without gradient (DistributedDataParallel's failure), and
+--tc-cross-worker-negatives draws negatives from all workers' sequences with the distribution
+of one worker holding the whole batch."""
 
+import dataclasses
 import json
+import math
 
 import pytest
 import torch
 
-from conftest import USER_DIR, run_fairseq
-from distributed_worker import DDP_VARIANTS
+from conftest import USER_DIR, fairseq_setup, run_fairseq, train_args
+from distributed_worker import DDP_VARIANTS, NO_DROPOUT
 from multiprocess import fairseq_train_ranks, worker_results
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
+from taco_fairseq.batch import CrossWorkerTacoBatch
 
 
 def _sgd_args(databin, save_dir, *extra):
@@ -36,13 +41,13 @@ def _weights(save_dir, update):
     return torch.load(save_dir / f"checkpoint_1_{update}.pt", weights_only=True)["model"]
 
 
-def test_two_processes_equal_one_process_with_update_freq_2(tiny_databin, tmp_path):
+def test_two_processes_equal_one_process_with_update_freq_2(synthetic_databin, tmp_path):
     """fairseq shards the same shuffled batches over ranks (rank r takes batches r, r+2, ...),
     so one process with --update-freq 2 and two processes see the same global batches, masks
     and TACO samples; masked tokens and anchors differ between the batches of an update."""
     one, two = tmp_path / "one", tmp_path / "two"
-    single = run_fairseq("fairseq-train", *_sgd_args(tiny_databin, one, "--update-freq", "2"))
-    rank0, rank1 = fairseq_train_ranks(_sgd_args(tiny_databin, two))
+    single = run_fairseq("fairseq-train", *_sgd_args(synthetic_databin, one, "--update-freq", "2"))
+    rank0, rank1 = fairseq_train_ranks(_sgd_args(synthetic_databin, two))
 
     logged = [_train_records(out) for out in (single.stdout, rank0)]
     assert [r["bsz"] for r in logged[0]] == ["8", "8"] == [r["bsz"] for r in logged[1]]
@@ -64,8 +69,8 @@ def test_two_processes_equal_one_process_with_update_freq_2(tiny_databin, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def ddp_results(tiny_databin):
-    return [rank["ddp-variants"] for rank in worker_results(tiny_databin)]
+def ddp_results(synthetic_databin):
+    return [rank["ddp-variants"] for rank in worker_results(synthetic_databin)]
 
 
 @pytest.mark.parametrize("backend", ["legacy_ddp", "pytorch_ddp"])
@@ -82,3 +87,91 @@ def test_ddp_check_catches_an_unused_parameter(ddp_results):
     for rank in ddp_results:
         assert "parameters that were not used in producing loss" in rank[
             "pytorch_ddp/control-unused-parameter"]
+
+
+def _merge(samples):
+    """The batches of all workers as the one batch of a single worker (rows in rank order)."""
+    seq_len = samples[0]["net_input"]["src_tokens"].size(1)
+    assert all(s["net_input"]["src_tokens"].size(1) == seq_len for s in samples)
+    merged = {
+        "net_input": {k: torch.cat([s["net_input"][k] for s in samples])
+                      for k in ("src_tokens", "src_lengths")},
+        "target": torch.cat([s["target"] for s in samples]),
+        "ntokens": sum(s["ntokens"] for s in samples),
+        "nsentences": sum(s["nsentences"] for s in samples),
+    }
+    parts, rows, pool = [], 0, 0
+    for s in samples:
+        t, shift = s["taco"], rows * seq_len
+        parts.append((t.anchor + shift, t.positive + shift, t.candidates + shift,
+                      t.anchor_row_start + pool, t.anchor_row_length, t.negative_uniform))
+        rows += s["net_input"]["src_tokens"].size(0)
+        pool += len(t.candidates)
+    merged["taco"] = CrossWorkerTacoBatch(*map(torch.cat, zip(*parts)),
+                                          update_totals=torch.ones(2))
+    return merged
+
+
+@pytest.fixture(scope="module")
+def two_workers(synthetic_databin):
+    return [rank["cross-worker"] for rank in worker_results(synthetic_databin)]
+
+
+def _reference(synthetic_databin, state, sample):
+    _, _, model, criterion = fairseq_setup(
+        synthetic_databin, "--tc-cross-worker-negatives", "--sample-break-mode", "none", *NO_DROPOUT
+    )
+    model.load_state_dict(state)
+    model.zero_grad()
+    losses = criterion.compute_losses(model, sample)
+    losses.tc_loss.backward()
+    grad = [torch.zeros_like(p) if p.grad is None else p.grad for p in model.parameters()]
+    return losses, grad
+
+
+def test_two_workers_equal_one_worker_holding_both_batches(two_workers, synthetic_databin):
+    ranks = two_workers
+    for name, a in ranks[0]["model"].items():  # the same initial model on both ranks
+        assert torch.equal(a, ranks[1]["model"][name])
+    merged = _merge([r["sample"] for r in ranks])
+    losses, grad = _reference(synthetic_databin, ranks[0]["model"], merged)
+    steps = [r["steps"][0] for r in ranks]
+    assert all(s["anchors"] > 0 for s in steps)
+    assert losses.num_anchors == sum(s["anchors"] for s in steps)
+    torch.testing.assert_close(
+        losses.tc_loss, sum(s["tc_loss"] for s in steps), rtol=1e-5, atol=0
+    )
+    # keys carry no gradient, so each worker's anchors give its share of the gradient
+    scale = max(float(g.abs().max()) for g in grad)
+    for ref, g0, g1 in zip(grad, steps[0]["grad"], steps[1]["grad"]):
+        torch.testing.assert_close(g0 + g1, ref, rtol=1e-4, atol=1e-6 * scale)
+
+
+def test_dummy_batch_shares_no_keys(two_workers, synthetic_databin):
+    """With rank 1 on fairseq's padding batch, rank 0 draws only from its own batch."""
+    rank0 = two_workers[0]
+    sample = {**rank0["sample"]}
+    sample["taco"] = dataclasses.replace(sample["taco"], update_totals=torch.ones(2), dummy=False)
+    losses, _ = _reference(synthetic_databin, rank0["model"], sample)
+    torch.testing.assert_close(rank0["steps"][1]["tc_loss"], losses.tc_loss, rtol=1e-5, atol=0)
+    # and differs from the step whose negatives came from both workers
+    assert not torch.isclose(rank0["steps"][0]["tc_loss"], losses.tc_loss, rtol=1e-3)
+
+
+def test_fairseq_train_with_one_sequence_per_worker(synthetic_databin, tmp_path):
+    """--batch-size 1: each worker holds one sequence, yet every anchor gets negatives."""
+    args = train_args(synthetic_databin, tmp_path, "--tc-cross-worker-negatives", "--batch-size",
+                      "1", "--max-update", "3", "--log-interval", "1", "--disable-validation",
+                      "--save-interval-updates", "0")
+    rank0, _ = fairseq_train_ranks(args)
+    records = [json.loads(line.split("train_inner | ")[1])
+               for line in rank0.splitlines() if "train_inner | " in line]
+    assert [r["num_updates"] for r in records] == ["1", "2", "3"]
+    for r in records:
+        assert r["bsz"] == "2" and r["tc_skipped"] == "0"
+        assert int(r["tc_anchors"]) > 0 and math.isfinite(float(r["tc_loss"]))
+
+
+def test_needs_detached_keys(synthetic_databin):
+    with pytest.raises(ValueError, match="--tc-cross-worker-negatives needs tc_detach_keys"):
+        fairseq_setup(synthetic_databin, "--tc-cross-worker-negatives", "--tc-detach-keys")

@@ -3,7 +3,7 @@
 import math
 
 from conftest import run_fairseq, run_script, train_args
-from taco_fairseq.training_log import parse_json_log
+from taco_fairseq.analysis.training_log import parse_json_log
 
 
 def test_prepare_train_resume(wikipedia_aa, tmp_path):

@@ -9,7 +9,8 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from taco_fairseq.glue.metrics import confusion_metrics, pearson_from_moments, score_predictions
+from taco_fairseq.criterion import confusion_metrics, pearson_from_moments
+from taco_fairseq.glue.metrics import score_predictions
 from taco_fairseq.glue.recipes import GRID, grid, total_updates
 from taco_fairseq.glue.summary import format_markdown, glue_averages, summarize, write_csv
 from taco_fairseq.glue.sweep import plot_sweep, speedup, sweep_curves, write_sweep_csv

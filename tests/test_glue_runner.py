@@ -3,8 +3,8 @@ for a few updates; saved predictions align with the TSV files and give the repor
 finished runs are skipped; test-set predictions; bad checkpoints are errors."""
 
 import json
+import math
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,17 +12,30 @@ import torch
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
+from fairseq import options
+
 from conftest import USER_DIR, run_fairseq, run_script
-from taco_fairseq.checkpoint_checks import DICTIONARY_KEY, SENTENCEPIECE_KEY
-from taco_fairseq.glue.prepare import GluePrepOptions, prepare_glue
+from taco_fairseq.analysis.training_log import parse_json_log
+from taco_fairseq.checkpoints import DICTIONARY_KEY, SENTENCEPIECE_KEY
+from taco_fairseq.prep.glue_data import GluePrepOptions, prepare_glue
 from taco_fairseq.glue.predict import FinetunedModel, read_predictions
 from taco_fairseq.glue.pretrained import (
     PretrainedCheckpoint,
     check_compatible,
     inspect_checkpoint,
 )
-from taco_fairseq.glue.recipes import Hyperparameters
+from taco_fairseq.glue.recipes import (
+    RECIPES_DIR,
+    SIZES,
+    Hyperparameters,
+    default_point,
+    finetune_args,
+    load_recipe,
+    recipe_path,
+    selection_metric,
+)
 from taco_fairseq.glue.runner import RunnerOptions, plan_runs, run_all
+from taco_fairseq.glue.tasks import TASKS as GLUE_TASKS
 from taco_fairseq.glue.tasks import get_task, get_tasks
 from taco_fairseq.glue.tsv import read_split
 
@@ -68,9 +81,10 @@ def test_runner_end_to_end(glue_databin, glue_data, trained_checkpoint, tmp_path
             value = independent(metric, predictions.predicted, predictions.gold)
             assert metrics["dev"][column][metric] == pytest.approx(value, rel=1e-12), metric
         # the selection metric fairseq logged (count-based criterion) agrees
-        selected = metrics["fairseq_valid"][f"valid_{task.selection_metric}"]
-        value = metrics["dev"][column][task.selection_metric]
-        tolerance = 0.05 if task.selection_metric == "accuracy" else 1e-5 * abs(value) + 1e-9
+        metric = selection_metric(task)
+        selected = metrics["fairseq_valid"][f"valid_{metric}"]
+        value = metrics["dev"][column][metric]
+        tolerance = 0.05 if metric == "accuracy" else 1e-5 * abs(value) + 1e-9
         assert selected == pytest.approx(value, abs=tolerance)
         assert (run_dir / "checkpoint_best.pt").is_file()
 
@@ -115,17 +129,15 @@ def test_changed_settings_in_a_finished_run_directory_are_an_error(tmp_path, tra
 
 
 def rte_with(databin, tmp_path, dict_lines):
-    """A tiny RTE prepared with ``databin``'s SentencePiece model and a modified dict.txt."""
-    other = tmp_path / "other-databin"
-    other.mkdir(parents=True)
-    shutil.copy(databin / "sentencepiece.bpe.model", other)
-    (other / "dict.txt").write_text("".join(dict_lines))
+    """A tiny RTE prepared with ``databin``, then given a modified ``input0/dict.txt`` (the
+    preparation itself refuses a dict.txt that does not fit its SentencePiece model)."""
     glue = tmp_path / "glue" / "RTE"
     glue.mkdir(parents=True)
     for name in ("train.tsv", "dev.tsv"):
         (glue / name).write_text("index\tsentence1\tsentence2\tlabel\n0\tA b.\tC d.\tentailment\n")
-    prepare_glue(GluePrepOptions(glue_dir=tmp_path / "glue", pretraining_data=other,
+    prepare_glue(GluePrepOptions(glue_dir=tmp_path / "glue", pretraining_data=databin,
                                  destdir=tmp_path / "bin"))
+    (tmp_path / "bin" / "RTE" / "input0" / "dict.txt").write_text("".join(dict_lines))
     return tmp_path / "bin"
 
 
@@ -236,7 +248,7 @@ def test_missing_or_unreadable_checkpoints_are_errors(glue_databin, trained_chec
     with pytest.raises(FileNotFoundError, match="is a directory; give a checkpoint file"):
         check(trained_checkpoint, glue_databin, tmp_path, checkpoint_file="")  # the save dir
     (tmp_path / "garbage.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(ValueError, match="not a readable fairseq checkpoint"):
+    with pytest.raises(ValueError, match="cannot be read as a checkpoint"):
         check(tmp_path, glue_databin, tmp_path, checkpoint_file="garbage.pt")
     assert not (tmp_path / "runs").exists()
     result = run_script("run_glue.py", "--checkpoints", tmp_path / "nothing.pt", "--data",
@@ -262,3 +274,114 @@ def test_checkpoint_sweep_command(glue_databin, trained_checkpoint, tmp_path):
         metrics = json.loads((out / f"TACO@{updates}" / "RTE" / "bs32_lr5e-05_ep4" / "seed1"
                               / "metrics.json").read_text())
         assert metrics["pretraining_updates"] == updates
+
+
+def parsed_args(task, size="small", **run):
+    """fairseq's parse of the runner's command line for ``task`` with the ``size`` recipe."""
+    run = dict(dict(arch="roberta_tiny", max_positions=64, train_rows=1000,
+                    hyper=default_point(size), seed=7, save_dir=Path("SAVE"),
+                    user_dir=Path(USER_DIR)), **run)
+    args = finetune_args(task, Path("DATA"), Path("CKPT"), size=size, **run)
+    return options.parse_args_and_arch(options.get_training_parser(), args)
+
+
+def leaves(tree, prefix=""):
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("task_name", list(GLUE_TASKS))
+def test_the_command_line_is_the_recipe_with_the_runs_values(task_name, size):
+    """Every field of the task's YAML recipe reaches fairseq unchanged, except the run's own
+    values (data, checkpoint, architecture, positions, grid point, schedule length, seed)."""
+    task = GLUE_TASKS[task_name]
+    hyper = Hyperparameters(64, 2e-5, 3)
+    parsed = parsed_args(task, size, hyper=hyper, train_rows=10000)
+    total = 3 * math.ceil(10000 / 64)
+    run = {"common.user_dir": USER_DIR, "common.seed": 7, "task.data": "DATA",
+           "task.max_positions": 64, "checkpoint.restore_file": "CKPT",
+           "checkpoint.save_dir": "SAVE", "model._name": "roberta_tiny",
+           "dataset.batch_size": 64, "optimization.lr": [2e-5], "optimization.max_epoch": 3,
+           "lr_scheduler.total_num_update": total}
+    checked = 0
+    for key, value in leaves(load_recipe(recipe_path(task, size))):
+        group, name = key.split(".")
+        if name == "_name":
+            got = parsed.arch if group == "model" else getattr(parsed, group)
+        else:
+            got = getattr(parsed, name)
+        value = run.get(key, value)
+        if isinstance(value, float) or isinstance(got, float):
+            assert math.isclose(float(value), float(got)), key
+        elif isinstance(value, list):
+            assert list(value) == list(got), key
+        else:
+            assert str(value) == str(got), (key, value, got)
+        checked += 1
+    assert checked >= 30  # every field of the recipe, not a few
+    assert parsed.max_update == 0 and parsed.warmup_updates == 100
+
+
+def test_the_recipes_select_on_the_papers_metric_except_pearson_for_sts_b():
+    assert {name: selection_metric(task) for name, task in GLUE_TASKS.items()} == {
+        "MNLI": "accuracy", "QNLI": "accuracy", "QQP": "f1", "RTE": "accuracy",
+        "SST-2": "accuracy", "MRPC": "f1", "CoLA": "mcc", "STS-B": "pearson"}
+    assert default_point("small") == Hyperparameters(32, 5e-5, 4)
+    assert default_point("base") == Hyperparameters(32, 3e-5, 6)
+    with pytest.raises(ValueError, match="known sizes: small, base"):
+        recipe_path(GLUE_TASKS["RTE"], "large")
+    with pytest.raises(ValueError, match="known sizes: small, base"):
+        default_point("large")
+
+
+def test_an_update_cap_shortens_the_schedule_with_the_run():
+    """``max_updates`` (--max-updates SST-2=N): fairseq stops at the cap and the learning rate
+    decays to 0 there, not at the 4 epochs the cap cuts short; warm-up is at most the run."""
+    sst2, rows = GLUE_TASKS["SST-2"], 67349
+    full = parsed_args(sst2, train_rows=rows)
+    capped = parsed_args(sst2, train_rows=rows, max_updates=500)
+    assert int(full.total_num_update) == 4 * math.ceil(rows / 32) and full.max_update == 0
+    assert int(capped.total_num_update) == 500 and capped.max_update == 500
+    assert capped.warmup_updates == full.warmup_updates == 100
+    small = parsed_args(GLUE_TASKS["RTE"], train_rows=2490, max_updates=10**6)
+    assert int(small.total_num_update) == small.max_update == 4 * math.ceil(2490 / 32)
+    tiny = parsed_args(GLUE_TASKS["RTE"], train_rows=40, hyper=Hyperparameters(16, 1e-3, 1))
+    assert int(tiny.total_num_update) == tiny.warmup_updates == 3
+
+
+def test_a_recipe_runs_with_fairseq_hydra_train(glue_databin, trained_checkpoint, tmp_path):
+    result = run_fairseq(
+        "fairseq-hydra-train", "--config-dir", RECIPES_DIR, "--config-name", "cola_small",
+        f"task.data={glue_databin / 'CoLA'}", f"common.user_dir={USER_DIR}",
+        f"checkpoint.restore_file={trained_checkpoint / 'checkpoint_last.pt'}",
+        # the tiny test checkpoint instead of BERT-small
+        "model._name=roberta_tiny", "task.max_positions=64", "optimization.max_update=2",
+        "common.cpu=true", "dataset.num_workers=0", f"checkpoint.save_dir={tmp_path}",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+    )
+    assert "Loaded checkpoint" in result.stdout
+    valid = [r for r in parse_json_log(result.stdout.splitlines()) if r["kind"] == "valid"]
+    assert valid and "valid_mcc" in valid[-1]
+    assert (tmp_path / "checkpoint_best.pt").is_file()
+
+
+@pytest.mark.parametrize("config_dir, config_name, given, missing", [
+    (RECIPES_DIR.parent / "pretraining", "taco_small", ["task.data=DATA"], "common.user_dir"),
+    (RECIPES_DIR, "rte_small", ["task.data=DATA", f"common.user_dir={USER_DIR}"],
+     "checkpoint.restore_file"),
+])
+def test_a_recipe_without_a_required_value_stops_naming_it(config_dir, config_name, given,
+                                                           missing, tmp_path):
+    """Without common.user_dir fairseq said "Could not infer task type"; without
+    checkpoint.restore_file a GLUE recipe fine-tuned from random weights."""
+    result = run_fairseq(
+        "fairseq-hydra-train", "--config-dir", config_dir, "--config-name", config_name, *given,
+        f"checkpoint.save_dir={tmp_path}", f"hydra.run.dir={tmp_path / 'hydra'}", check=False)
+    assert result.returncode != 0
+    assert "Interpolation key 'mandatory_value_missing' not found" in result.stdout
+    assert f"full_key: {missing}" in result.stdout
+    assert "Could not infer task type" not in result.stdout and "train_inner" not in result.stdout

@@ -2,7 +2,6 @@
 compared with fairseq on real text; failures of the parity check; loading offline."""
 
 import csv
-import importlib.util
 import json
 import os
 import subprocess
@@ -150,11 +149,11 @@ def test_mlm_checkpoint_exports(tiny_databin, check_lines, tmp_path):
 def _stsb_task_dir(databin, destdir, rows):
     """STS-B as fairseq's sentence_prediction reads it: input0/input1 binarized with the
     pre-training dict.txt, label/{split}.label = score / 5 (fairseq's GLUE recipe)."""
-    from fairseq.binarizer import FileBinarizer, VocabularyDatasetBinarizer
+    import sentencepiece
 
-    from taco_fairseq.sentencepiece_vocab import encode_file
+    from taco_fairseq.prep.binarize import DatasetWriter
 
-    dictionary = Dictionary.load(str(databin / "dict.txt"))
+    model = sentencepiece.SentencePieceProcessor(model_file=str(databin / "sentencepiece.bpe.model"))
     for key in ("input0", "input1", "label"):
         (destdir / key).mkdir(parents=True)
     for key in ("input0", "input1"):
@@ -164,14 +163,8 @@ def _stsb_task_dir(databin, destdir, rows):
             table = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:rows + 1]
         (destdir / "label" / f"{split}.label").write_text("".join(f"{float(r[9]) / 5}\n" for r in table))
         for key, column in (("input0", 7), ("input1", 8)):
-            raw = destdir / f"{split}.{key}.txt"
-            raw.write_text("".join(r[column] + "\n" for r in table), encoding="utf-8")
-            encode_file(databin / "sentencepiece.bpe.model", raw, raw.with_suffix(".spm"))
-            FileBinarizer.multiprocess_dataset(
-                str(raw.with_suffix(".spm")), "mmap",
-                VocabularyDatasetBinarizer(dictionary, append_eos=True),
-                str(destdir / key / split), vocab_size=len(dictionary),
-            )
+            with DatasetWriter(destdir / key / split, model.get_piece_size()) as dataset:
+                dataset.add(model.encode([r[column] for r in table]))
     return destdir
 
 
@@ -219,13 +212,6 @@ def test_stsb_checkpoint_exports_regression_head(stsb_checkpoint, tiny_databin, 
         assert torch.allclose(got, expected, atol=ATOL, rtol=0)
 
 
-def _load_cli():
-    spec = importlib.util.spec_from_file_location("export_to_hf", REPO / "scripts/export_to_hf.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_corrupted_weight_fails_export_loudly(trained_checkpoint, monkeypatch, capsys, tmp_path):
     from taco_fairseq.hf_export import export
 
@@ -238,7 +224,8 @@ def test_corrupted_weight_fails_export_loudly(trained_checkpoint, monkeypatch, c
         return model
 
     monkeypatch.setattr(export, "to_transformers", corrupted)
-    cli = _load_cli()
+    from taco_fairseq.cli import export_hf as cli
+
     monkeypatch.setattr(cli.logging, "basicConfig", lambda **kwargs: None)  # keep pytest's
     out = tmp_path / "hf"
     with pytest.raises(SystemExit) as exit_info:

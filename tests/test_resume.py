@@ -11,7 +11,7 @@ import torch
 
 from conftest import fairseq_setup, run_fairseq, train_args
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
-from taco_fairseq.checkpoint_checks import checkpoint_to_load
+from taco_fairseq.checkpoints import checkpoint_to_load
 
 #: logged per update; everything but timings
 LOGGED = ("loss", "mlm_loss", "tc_loss", "tc_accuracy", "tc_anchors", "tc_skipped", "ppl",

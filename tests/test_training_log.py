@@ -1,6 +1,6 @@
 """Reading metrics back from fairseq json logs."""
 
-from taco_fairseq.training_log import format_table, parse_json_log
+from taco_fairseq.analysis.training_log import format_table, parse_json_log
 
 LOG = """\
 2026-11-29 22:10:44 | INFO | fairseq_cli.train | task: TacoMaskedLMTask

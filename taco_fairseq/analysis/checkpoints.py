@@ -9,19 +9,21 @@ and ``sentencepiece.bpe.model``) as fairseq's RoBERTa hub interface, in eval mod
 """
 
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Union
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
+from fairseq.checkpoint_utils import checkpoint_paths
 from fairseq.models.roberta import RobertaHubInterface
 
+from ..checkpoints import load_lazily
 from ..hub import from_pretrained
 
 logger = logging.getLogger(__name__)
 
-_INTERVAL_NAME = re.compile(r"checkpoint_\d+_(\d+)\.pt$")
+#: fairseq's name of the checkpoints of --save-interval-updates; the group is the updates.
+INTERVAL_PATTERN = r"checkpoint_\d+_(\d+)\.pt"
 
 
 @dataclass
@@ -52,6 +54,15 @@ def run_name(run: Union[str, Path]) -> str:
     return path.parent.name if path.name == "checkpoints" else path.name
 
 
+def interval_checkpoints(directory: Union[str, Path]) -> List[Tuple[int, Path]]:
+    """``(updates, path)`` of every ``checkpoint_<epoch>_<updates>.pt`` in ``directory``
+    (fairseq's ``checkpoint_paths``), by updates; empty when there is none or no directory."""
+    if not Path(directory).is_dir():
+        return []
+    found = checkpoint_paths(str(directory), INTERVAL_PATTERN, keep_match=True)
+    return [(int(updates), Path(path)) for path, updates in reversed(found)]
+
+
 def find_checkpoints(run: Union[str, Path]) -> List[Path]:
     """The checkpoint files of a run: interval checkpoints by update count, then the others
     (epoch, ``_last``, ``_best``) by name.
@@ -66,8 +77,7 @@ def find_checkpoints(run: Union[str, Path]) -> List[Path]:
     for directory in (path, path / "checkpoints"):
         files = sorted(directory.glob("checkpoint*.pt")) if directory.is_dir() else []
         if files:
-            interval = [f for f in files if _INTERVAL_NAME.search(f.name)]
-            interval.sort(key=lambda f: int(_INTERVAL_NAME.search(f.name).group(1)))
+            interval = [file for _, file in interval_checkpoints(directory)]
             return interval + [f for f in files if f not in interval]
     raise FileNotFoundError(
         f"no checkpoint*.pt files in {path} or {path / 'checkpoints'}: give a fairseq --save-dir, "
@@ -108,8 +118,7 @@ def load_checkpoint(
 def checkpoint_updates(path: Union[str, Path]) -> int:
     """The number of updates a fairseq checkpoint was saved at (its tensors are memory-mapped,
     not read)."""
-    state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    return int(state["optimizer_history"][-1]["num_updates"])
+    return int(load_lazily(path)["optimizer_history"][-1]["num_updates"])
 
 
 def iter_run_checkpoints(

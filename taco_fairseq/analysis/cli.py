@@ -6,6 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from ..cli import positive_int
 from .checkpoints import default_device, iter_run_checkpoints
 from .contextual_score import score_checkpoints
 from .sentences import SENTENCE_MODES, sample_sentences
@@ -32,14 +33,6 @@ def run_command(parser: argparse.ArgumentParser, analysis, argv=None):
         return args, analysis(args)
     except (FileNotFoundError, ValueError) as e:
         parser.error(str(e))
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ Sentences are encoded as the model saw text in pre-training (``<s>`` + SentenceP
 ``</s>``), without any masking, and run through the model in batches of randomly drawn
 sentences; the last-layer states of every token except ``<s>``/``</s>`` are paired with one
 random other token of the same sentence and one random token of another sentence of the batch
-(:func:`~.context_similarity.sample_context_pairs`). Drawing the batches at random from the
+(:func:`~taco_fairseq.diagnostics.sample_context_pairs`). Drawing the batches at random from the
 whole sample of sentences makes "a token of another sentence of the batch" a uniform draw
 from the corpus's other sentences, while keeping memory to one batch.
 """
@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from .context_similarity import (
+from ..diagnostics import (
     MEASURES,
     add_sums,
     pair_measure_sums,
@@ -78,11 +78,11 @@ def contextual_score(
         batch_size: sentences per forward pass (>= 2); a token's inter-context partner is
             drawn from the other sentences of its batch.
         seed: seeds the order of the sentences and the pairs.
-        measures: names of :data:`~.context_similarity.MEASURES`.
+        measures: names of :data:`~taco_fairseq.diagnostics.MEASURES`.
         progress: the description of a tqdm progress bar over the batches (None: no bar).
 
     Returns:
-        :func:`~.context_similarity.summarize` of the summed measures: ``pairs`` and, per
+        :func:`~taco_fairseq.diagnostics.summarize` of the summed measures: ``pairs`` and, per
         measure, ``_intra``, ``_inter``, ``_gap`` and ``_ratio`` (``cosine_gap`` is the
         contextual score), plus ``sentences``.
 

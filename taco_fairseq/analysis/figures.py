@@ -45,23 +45,6 @@ def write_csv(rows: Sequence[Mapping], path: PathLike) -> None:
         writer.writerows(rows)
 
 
-def read_csv(path: PathLike) -> List[Dict]:
-    """Rows of a CSV written by :func:`write_csv`; numbers come back as floats (``updates``
-    as int)."""
-    with open(path, newline="", encoding="utf-8") as f:
-        return [
-            {k: int(v) if k == "updates" else _number(v) for k, v in row.items()}
-            for row in csv.DictReader(f)
-        ]
-
-
-def _number(text: str):
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
 def by_run(rows: Iterable[Mapping]) -> Dict[str, List[Mapping]]:
     """Rows grouped by ``run`` (in order of first appearance), each sorted by ``updates``."""
     groups = defaultdict(list)
@@ -138,7 +121,7 @@ def plot_online_diagnostics(logs: Mapping[str, Sequence[Mapping]], path: PathLik
     for validation (``valid``).
 
     Args:
-        logs: run -> records of :func:`taco_fairseq.training_log.parse_json_log`.
+        logs: run -> records of :func:`taco_fairseq.analysis.training_log.parse_json_log`.
 
     Raises:
         ValueError: if no log has the metrics (trained with ``--no-context-similarity``, or

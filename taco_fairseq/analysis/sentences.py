@@ -1,6 +1,6 @@
 """Sentences of raw text for the contextual score (paper, appendix A.3: a context is a sentence).
 
-Files are read with :func:`taco_fairseq.corpus.read_document_lines` (plain, ``.xz`` or ``.gz``;
+Files are read with :func:`taco_fairseq.prep.corpus.read_document_lines` (plain, ``.xz`` or ``.gz``;
 WikiExtractor markup and Project Gutenberg boilerplate dropped). Two ways to cut them:
 
 * ``split`` (default): the lines of each document are joined with spaces and cut into
@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Union
 
 import sentencex
 
-from ..corpus import read_document_lines
+from ..prep.corpus import read_document_lines
 
 SENTENCE_MODES = ("split", "line")
 

@@ -28,7 +28,7 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tu
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..contrastive import NORM_EPS
+from ..loss import NORM_EPS
 
 PathLike = Union[str, Path]
 
@@ -182,7 +182,7 @@ def known_pairs(
 
 def pair_cosines(vectors: WordVectors, pairs: Iterable[WordPair]) -> List[float]:
     """Cosine similarity of each pair's word vectors (cos(a, b) = a·b / (‖a‖ ‖b‖), norms
-    clamped at :data:`taco_fairseq.contrastive.NORM_EPS`).
+    clamped at :data:`taco_fairseq.loss.NORM_EPS`).
 
     Raises:
         KeyError: naming a word without a vector (select with :func:`known_pairs`).

@@ -14,6 +14,8 @@ from typing import Dict, List, Optional
 
 from omegaconf import OmegaConf
 
+from ..glue.recipes import NAME_OPTIONS, option
+
 #: The pre-training recipes (the repository's examples/taco/config/pretraining).
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "examples" / "taco" / "config" / "pretraining"
 #: Shared recipes: the scale and optimizer of a model size, not objectives.
@@ -68,7 +70,7 @@ def objective_args(name: str, recipes_dir: Path = RECIPES_DIR) -> List[str]:
             args += [f"--{section}", component]
         defaults = _defaults(section, component or recipe.get("task", {}).get("_name"))
         for key, value in node.items():
-            args += _option(key, value, defaults.get(key))
+            args += option(key, value, defaults.get(key))
     return args
 
 
@@ -91,18 +93,8 @@ def shared_args(recipe: str = "bert_small", recipes_dir: Path = RECIPES_DIR) -> 
             value = config[section][key]
         except KeyError:
             raise KeyError(f"{path} has no {section}.{key}") from None
-        flag = {"optimizer": "--optimizer", "lr_scheduler": "--lr-scheduler"}.get(section)
-        args += [flag, str(value)] if key == "_name" else _option(key, value, None)
+        args += [NAME_OPTIONS[section], str(value)] if key == "_name" else option(key, value)
     return args
-
-
-def _option(key: str, value, default) -> List[str]:
-    flag = "--" + key.replace("_", "-")
-    if value is None:
-        return []
-    if isinstance(value, bool):
-        return [flag] if value != bool(default) else []
-    return [flag, str(value)]
 
 
 def _defaults(section: str, component: Optional[str]) -> Dict[str, object]:

@@ -28,8 +28,8 @@ from functools import reduce
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..glue.sweep import find_checkpoints
-from ..training_log import parse_json_log
+from ..analysis.checkpoints import interval_checkpoints
+from ..analysis.training_log import parse_json_log
 from .objectives import RECIPES_DIR, objective_args, shared_args
 
 USER_DIR = Path(__file__).resolve().parents[1]  # the taco_fairseq package, for --user-dir
@@ -124,10 +124,7 @@ def pretrain_args(run: PretrainRun, settings: PretrainSettings, run_dir: Path) -
 
 def checkpoints(run_dir: Path) -> Dict[int, Path]:
     """updates → ``checkpoint_<epoch>_<updates>.pt`` of a run (empty when there is none)."""
-    try:
-        return dict(find_checkpoints(Path(run_dir) / "checkpoints"))
-    except FileNotFoundError:
-        return {}
+    return dict(interval_checkpoints(Path(run_dir) / "checkpoints"))
 
 
 def is_finished(run_dir: Path, settings: PretrainSettings) -> bool:

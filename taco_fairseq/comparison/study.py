@@ -217,7 +217,7 @@ def search_points(options: StudyOptions,
     means: Dict[Tuple[str, Hyperparameters], List[float]] = {}
     for run, result in zip(runs, results):
         task = run.task
-        value = result["dev"][task.eval_sets[0].column][task.glue_metric]
+        value = result["dev"][task.primary_column][task.glue_metric]
         means.setdefault((task.name, run.hyper), []).append(0.0 if value != value else value)
     chosen, table = {}, {}
     for task in tasks:

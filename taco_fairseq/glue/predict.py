@@ -9,9 +9,8 @@ import torch
 from fairseq import checkpoint_utils, utils
 from tqdm import tqdm
 
-from .. import checkpoint_compat  # noqa: F401  (fairseq checkpoints under weights_only)
-from ..checkpoint_checks import load_lazily
-from .prepare import LABEL_DIR, read_indices
+from ..checkpoints import load_lazily
+from ..prep.glue_data import LABEL_DIR, read_indices
 from .pretrained import check_glue_data
 
 Value = Union[str, float]

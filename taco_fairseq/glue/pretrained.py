@@ -13,19 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import torch
-
-from .. import checkpoint_compat  # noqa: F401  (fairseq checkpoints under weights_only)
-from ..checkpoint_checks import (
+from ..checkpoints import (
     DICTIONARY_KEY,
     check_dictionary,
     load_lazily,
     load_task_dictionary,
     recorded_data_dir,
+    saved_option,
 )
 from ..errors import OptionError
-from ..pretraining_data import DICT_FILE, MODEL_FILE
-from .prepare import INFO_FILE, read_prep_info
+from ..prep.pretraining import DICT_FILE, MODEL_FILE
+from ..prep.glue_data import INFO_FILE, read_prep_info
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +79,7 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
 
     Raises:
         FileNotFoundError: ``path`` does not exist (fairseq would start from random weights).
-        ValueError: the file is not a fairseq checkpoint of a RoBERTa-style encoder.
+        ValueError: the file is not a readable fairseq checkpoint of a RoBERTa-style encoder.
     """
     path = Path(path)
     if path.is_dir():
@@ -94,22 +92,17 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
             f"pre-training checkpoint {path} not found (fairseq would silently fine-tune from "
             "random weights); give an existing checkpoint_*.pt"
         )
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as e:  # torch raises several types for files it cannot read
-        raise ValueError(f"{path} is not a readable fairseq checkpoint: {e}") from e
-    cfg = state.get("cfg") if isinstance(state, dict) else None
-    if cfg is None or _EMBEDDINGS not in state.get("model", {}):
+    state = load_lazily(path)
+    cfg = state.get("cfg")
+    if cfg is None or _EMBEDDINGS not in state["model"]:
         raise ValueError(
             f"{path} is not a fairseq checkpoint of a RoBERTa-style encoder (no cfg or no "
             f"{_EMBEDDINGS})"
         )
-    model = cfg["model"]
-    get = model.get if isinstance(model, dict) else lambda key: getattr(model, key, None)
     data = recorded_data_dir(path, state)
     return CheckpointInfo(
-        arch=get("_name") or get("arch"),
-        max_positions=int(get("max_positions")),
+        arch=saved_option(state, "model", "_name") or saved_option(state, "model", "arch"),
+        max_positions=int(saved_option(state, "model", "max_positions")),
         embedding_rows=state["model"][_EMBEDDINGS].shape[0],
         num_updates=int(state["optimizer_history"][-1]["num_updates"]),
         data=Path(data) if data else None,
@@ -153,13 +146,13 @@ def check_compatible(
 
 
 def check_glue_data(checkpoint, state: dict, task_dir: Path):
-    """:func:`taco_fairseq.checkpoint_checks.check_dictionary` for a prepared GLUE task
+    """:func:`taco_fairseq.checkpoints.check_dictionary` for a prepared GLUE task
     directory: its ``input0/dict.txt`` and the SentencePiece model its ``prep_info.json``
     records (by SHA-256).
 
     Args:
         checkpoint: a pre-training or fine-tuned checkpoint (path, for messages).
-        state: the checkpoint (:func:`taco_fairseq.checkpoint_checks.load_lazily`).
+        state: the checkpoint (:func:`taco_fairseq.checkpoints.load_lazily`).
         task_dir: the prepared task directory.
 
     Returns:

@@ -1,29 +1,36 @@
-"""The fine-tuning recipe: hyper-parameters and the ``fairseq-train`` command line of one run.
+"""The fine-tuning recipes of ``examples/taco/config/finetuning/`` as ``fairseq-train`` command
+lines.
 
-The structure is fairseq's RoBERTa GLUE recipe (task and criterion ``sentence_prediction``,
-``--init-token 0 --separator-token 2``, ``--restore-file`` with ``--reset-optimizer
---reset-dataloader --reset-meters``, a classification head, or ``--regression-target
---num-classes 1`` for STS-B); the criterion is its data-parallel-safe variant
-``sentence_prediction_summable``. Hyper-parameters follow the paper (§4: grid batch size
-{16, 32, 64, 128} × learning rate {1e-5, 2e-5, 3e-5, 5e-5} × epochs {4, 6}, Adam) and, for a
-single run and what the paper leaves open, the authors' fine-tuning scripts
-(``finetune_small.sh``/``finetune_base.sh`` of the official code: batch 32, lr 5e-5 and 4
-epochs for BERT-small, lr 3e-5 and 6 epochs for BERT-base, 100 warm-up steps then linear
-decay, and the HuggingFace Trainer defaults: AdamW with betas (0.9, 0.999), eps 1e-8, no
-weight decay, gradient clipping at 1.0). The paper's per-task values for small models (its
-Table 7) are not in the text; these defaults are the same for every task.
+The YAML files are the one source of every fine-tuning hyper-parameter (their comments say
+where each comes from: fairseq's RoBERTa GLUE recipe and the paper's authors' fine-tuning
+scripts). :func:`finetune_args` composes the task's file as hydra does and writes it as
+``fairseq-train`` options, replacing only what belongs to one run: the data, the checkpoint
+and its architecture and positions, the save directory, the seed, the grid point (batch size,
+learning rate, epochs) and the length of the learning-rate schedule that follows from it.
+``fairseq-hydra-train --config-dir examples/taco/config/finetuning --config-name rte_small``
+runs the same recipe by hand.
 
-``examples/taco/config/finetuning/*.yaml`` hold the same recipe as hydra configs;
-``tests/test_glue_recipes.py`` checks that they agree with this module.
+The paper's grid (§4: batch size {16, 32, 64, 128} × learning rate {1e-5, 2e-5, 3e-5, 5e-5} ×
+epochs {4, 6}) is a set of runs, not part of a run's recipe, so it lives here (:data:`GRID`).
 """
 
 import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
+
+from omegaconf import OmegaConf
 
 from .tasks import GlueTask
+
+#: The fine-tuning recipes (the repository's examples/taco/config/finetuning).
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "examples" / "taco" / "config" / "finetuning"
+#: Model sizes with a recipe: ``glue_<size>.yaml`` and ``<task>_<size>.yaml``.
+SIZES = ("small", "base")
+#: fairseq's option for the ``_name`` of each config group.
+NAME_OPTIONS = {"task": "--task", "criterion": "--criterion", "optimizer": "--optimizer",
+                 "lr_scheduler": "--lr-scheduler", "model": "--arch"}
 
 
 @dataclass(frozen=True)
@@ -42,23 +49,6 @@ class Hyperparameters:
 
 #: The paper's fine-tuning grid (§4).
 GRID = {"batch_size": (16, 32, 64, 128), "lr": (1e-5, 2e-5, 3e-5, 5e-5), "epochs": (4, 6)}
-#: Single-run defaults of the official fine-tuning scripts, per model size.
-DEFAULTS: Dict[str, Hyperparameters] = {
-    "small": Hyperparameters(batch_size=32, lr=5e-5, epochs=4),
-    "base": Hyperparameters(batch_size=32, lr=3e-5, epochs=6),
-}
-#: fairseq architecture of each model size (the paper's BERT-small and BERT-base).
-ARCHITECTURES = {"small": "roberta_small", "base": "roberta_base"}
-WARMUP_UPDATES = 100
-#: Options fixed by the recipe (HuggingFace Trainer defaults of the official code).
-FIXED_OPTIONS = (
-    "--optimizer", "adam", "--adam-betas", "(0.9,0.999)", "--adam-eps", "1e-08",
-    "--weight-decay", "0.0", "--clip-norm", "1.0", "--lr-scheduler", "polynomial_decay",
-    "--dropout", "0.1", "--attention-dropout", "0.1",
-)
-#: The criterion's report flag per selection metric (fairseq's sentence_prediction options).
-REPORT_FLAGS = {"mcc": "--report-mcc", "f1": "--report-acc-and-f1",
-                "pearson": "--report-pearson-and-spearman"}
 
 
 def grid() -> List[Hyperparameters]:
@@ -66,14 +56,79 @@ def grid() -> List[Hyperparameters]:
     return [Hyperparameters(b, lr, e) for b, lr, e in itertools.product(*GRID.values())]
 
 
+def recipe_path(task: Optional[GlueTask], size: str = "small") -> Path:
+    """``<task>_<size>.yaml`` of :data:`RECIPES_DIR`, e.g. ``sts_b_small.yaml``; without a
+    task the shared ``glue_<size>.yaml``.
+
+    Raises:
+        ValueError: ``size`` is not one of :data:`SIZES`.
+    """
+    if size not in SIZES:
+        raise ValueError(f"no {size!r} recipe; known sizes: {', '.join(SIZES)}")
+    stem = task.name.lower().replace("-", "_") if task else "glue"
+    return RECIPES_DIR / f"{stem}_{size}.yaml"
+
+
+def load_recipe(path: Path) -> dict:
+    """A recipe as hydra composes it: the entries of its ``defaults`` list in order
+    (``_self_``, the file itself, last when not listed), later ones overriding earlier ones;
+    interpolations (the required values) are left unresolved."""
+    own = OmegaConf.load(path)
+    defaults = list(own.pop("defaults", []))
+    if "_self_" not in defaults:
+        defaults.append("_self_")
+    layers = [own if d == "_self_" else load_recipe(Path(path).parent / f"{d}.yaml")
+              for d in defaults]
+    return OmegaConf.to_container(OmegaConf.merge(*layers))
+
+
+def default_point(size: str = "small") -> Hyperparameters:
+    """The single-run batch size, learning rate and epochs of the ``size`` recipes.
+
+    Raises:
+        ValueError: as :func:`recipe_path`.
+    """
+    recipe = load_recipe(recipe_path(None, size))
+    return Hyperparameters(recipe["dataset"]["batch_size"], recipe["optimization"]["lr"][0],
+                           recipe["optimization"]["max_epoch"])
+
+
+def selection_metric(task: GlueTask, size: str = "small") -> str:
+    """The recipe's ``checkpoint.best_checkpoint_metric`` (e.g. ``mcc`` for CoLA)."""
+    return load_recipe(recipe_path(task, size))["checkpoint"]["best_checkpoint_metric"]
+
+
 def total_updates(train_rows: int, batch_size: int, epochs: int) -> int:
     """Updates of a run on one GPU: ``epochs × ⌈train_rows / batch_size⌉``."""
     return epochs * math.ceil(train_rows / batch_size)
 
 
-def warmup_updates(total: int) -> int:
-    """:data:`WARMUP_UPDATES`, at most the run's ``total`` updates."""
-    return min(WARMUP_UPDATES, total)
+def option(name: str, value, default=None) -> List[str]:
+    """One recipe field as ``fairseq-train`` spells it: ``--some-name value``, a list
+    comma-joined; a boolean as the bare flag when it differs from ``default`` (fairseq turns a
+    field whose default is true into a flag that sets it to false), else nothing; ``null``
+    (fairseq's default) as nothing."""
+    flag = "--" + name.replace("_", "-")
+    if value is None:
+        return []
+    if isinstance(value, bool):
+        return [flag] if value != bool(default) else []
+    return [flag, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
+
+
+def command_line(recipe: dict) -> List[str]:
+    """``fairseq-train`` options of a composed, resolved recipe: ``task.data`` first
+    (positional), each group's ``_name`` as its option (``model._name`` as ``--arch``), every
+    other field as :func:`option` writes it (each boolean of the fine-tuning recipes defaults
+    to false)."""
+    args = [str(recipe["task"]["data"])]
+    for group, fields in recipe.items():
+        for name, value in fields.items():
+            if name == "_name":
+                args += [NAME_OPTIONS[group], str(value)]
+            elif (group, name) != ("task", "data"):
+                args += option(name, value)
+    return args
 
 
 def finetune_args(
@@ -90,8 +145,10 @@ def finetune_args(
     user_dir: Path,
     extra: Sequence[str] = (),
     max_updates: Optional[int] = None,
+    size: str = "small",
 ) -> List[str]:
-    """The ``fairseq-train`` arguments of one fine-tuning run.
+    """The ``fairseq-train`` arguments of one fine-tuning run: the task's recipe
+    (:func:`recipe_path`) with the run's values.
 
     Args:
         task: the GLUE task; ``data_dir`` its prepared directory (``scripts/prepare_glue.py``).
@@ -107,33 +164,25 @@ def finetune_args(
         extra: further fairseq options, appended last (e.g. ``--fp16``).
         max_updates: a cap on the run's updates (e.g. for SST-2 on a CPU); the learning-rate
             schedule then decays to 0 at the cap.
+        size: the recipe, ``small`` or ``base`` (:data:`SIZES`).
+
+    Raises:
+        ValueError: an unknown ``size``.
     """
+    recipe = load_recipe(recipe_path(task, size))
     total = total_updates(train_rows, hyper.batch_size, hyper.epochs)
     if max_updates is not None:
         total = min(total, max_updates)
-    args = [
-        str(data_dir), "--user-dir", str(user_dir),
-        "--task", "sentence_prediction", "--criterion", "sentence_prediction_summable",
-        "--num-classes", str(task.num_classes), "--init-token", "0", "--separator-token", "2",
-        "--arch", arch, "--max-positions", str(max_positions), "--shorten-method", "truncate",
-        "--restore-file", str(checkpoint),
-        "--reset-optimizer", "--reset-dataloader", "--reset-meters",
-        # every worker reads the checkpoint itself: fairseq's broadcast of rank 0's copy
-        # pickles omegaconf objects that torch's weights-only unpickler refuses
-        "--load-checkpoint-on-all-dp-ranks",
-        "--batch-size", str(hyper.batch_size), "--required-batch-size-multiple", "1",
-        "--max-epoch", str(hyper.epochs), "--lr", f"{hyper.lr:g}",
-        "--warmup-updates", str(warmup_updates(total)), "--total-num-update", str(total),
-        *FIXED_OPTIONS,
-        "--best-checkpoint-metric", task.selection_metric, "--maximize-best-checkpoint-metric",
-        "--valid-subset", ",".join(e.split for e in task.eval_sets),
-        "--no-epoch-checkpoints", "--no-last-checkpoints", "--find-unused-parameters",
-        "--seed", str(seed), "--save-dir", str(save_dir), "--log-format", "json",
-    ]
-    if max_updates is not None:
-        args += ["--max-update", str(total)]
-    if task.regression:
-        args.append("--regression-target")
-    if task.selection_metric in REPORT_FLAGS:
-        args.append(REPORT_FLAGS[task.selection_metric])
-    return args + list(extra)
+        recipe["optimization"]["max_update"] = total
+    run = {
+        "common": {"user_dir": str(user_dir), "seed": seed},
+        "task": {"data": str(data_dir), "max_positions": max_positions},
+        "checkpoint": {"restore_file": str(checkpoint), "save_dir": str(save_dir)},
+        "model": {"_name": arch},
+        "dataset": {"batch_size": hyper.batch_size},
+        "optimization": {"lr": [hyper.lr], "max_epoch": hyper.epochs},
+        "lr_scheduler": {"total_num_update": total,
+                         "warmup_updates": min(recipe["lr_scheduler"]["warmup_updates"], total)},
+    }
+    merged = OmegaConf.to_container(OmegaConf.merge(recipe, run), resolve=True)
+    return command_line(merged) + list(extra)

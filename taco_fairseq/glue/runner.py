@@ -1,6 +1,6 @@
 """Fine-tune pre-training checkpoints on GLUE: checkpoints × tasks × seeds × grid points, one
-``fairseq-train`` process per run (the recipe of :mod:`.recipes`), then the dev predictions
-and metrics of the selected (best dev) checkpoint of each run.
+``fairseq-train`` process per run (the YAML recipes, through :mod:`.recipes`), then the dev
+predictions and metrics of the selected (best dev) checkpoint of each run.
 
 Each run writes into ``out_dir/<checkpoint>/<task>/<bs..._lr..._ep...>/seed<S>/``::
 
@@ -30,12 +30,12 @@ from typing import Dict, List, Optional, Sequence
 
 from tqdm import tqdm
 
-from ..training_log import parse_json_log
+from ..analysis.training_log import parse_json_log
 from .metrics import score_predictions
 from .predict import FinetunedModel, write_predictions
-from .prepare import read_prep_info
+from ..prep.glue_data import read_prep_info
 from .pretrained import CheckpointInfo, PretrainedCheckpoint, check_compatible, inspect_checkpoint
-from .recipes import Hyperparameters, finetune_args
+from .recipes import Hyperparameters, finetune_args, selection_metric
 from .tasks import GlueTask, get_task
 
 logger = logging.getLogger(__name__)
@@ -83,6 +83,8 @@ class RunnerOptions:
             predictions); else it is deleted once the dev predictions are written.
         max_updates: task name → a cap on the updates of its runs (the learning-rate
             schedule ends at the cap); part of a capped run's settings.
+        recipe: the recipes' model size, ``small`` or ``base`` (:data:`.recipes.SIZES`): all
+            hyper-parameters but the run's grid point.
     """
 
     data_dir: Path
@@ -92,6 +94,7 @@ class RunnerOptions:
     cpu: bool = False
     keep_checkpoints: bool = True
     max_updates: Dict[str, int] = field(default_factory=dict)
+    recipe: str = "small"
 
 
 def plan_runs(
@@ -195,7 +198,7 @@ def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> 
         tail = "".join(log.read_text(encoding="utf-8", errors="replace").splitlines(True)[-30:])
         raise RuntimeError(f"fine-tuning {run.label} failed (exit code {returncode}); "
                            f"end of {log}:\n{tail}")
-    selected = selected_validation(log, run.task.selection_metric)
+    selected = selected_validation(log, selection_metric(run.task, options.recipe))
 
     model = FinetunedModel(run_dir / BEST_CHECKPOINT, task_dir, cpu=options.cpu)
     dev, files = {}, {}
@@ -233,6 +236,7 @@ def fairseq_train_args(run: FinetuneRun, info: CheckpointInfo, options: RunnerOp
         train_rows=read_prep_info(task_dir)["splits"]["train"]["rows"], hyper=run.hyper,
         seed=run.seed, save_dir=Path(options.out_dir) / run.relative_dir, user_dir=USER_DIR,
         extra=options.fairseq_args, max_updates=options.max_updates.get(run.task.name),
+        size=options.recipe,
     )
 
 

@@ -11,7 +11,7 @@ as in the task's train file; STS-B: the predicted score). A complete GLUE submis
 
 import logging
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .predict import FinetunedModel, write_predictions
 from .runner import BEST_CHECKPOINT
@@ -36,14 +36,13 @@ def best_runs(results: Sequence[dict], checkpoint: Optional[str] = None) -> Dict
     mine = [r for r in results if r["settings"]["checkpoint"] == checkpoint]
     if not mine:
         raise ValueError(f"no results for checkpoint {checkpoint!r}; have {names}")
-    best: Dict[str, dict] = {}
+    best: Dict[str, Tuple[float, dict]] = {}
     for result in mine:
         task = get_task(result["settings"]["task"])
-        score = result["dev"][task.eval_sets[0].column][task.paper_metric]
-        current = best.get(task.name)
-        if current is None or score > current["dev"][task.eval_sets[0].column][task.paper_metric]:
-            best[task.name] = result
-    return best
+        score = result["dev"][task.primary_column][task.paper_metric]
+        if task.name not in best or score > best[task.name][0]:
+            best[task.name] = (score, result)
+    return {name: result for name, (_, result) in best.items()}
 
 
 def write_submission(best: Dict[str, dict], out_dir: Path, cpu: bool = False) -> List[Path]:

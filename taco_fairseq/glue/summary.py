@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .runner import RESULT_FILE
-from .tasks import EVAL_COLUMNS, TASKS, get_task
+from .tasks import EVAL_COLUMNS, task_of_column
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
@@ -80,16 +80,17 @@ def summarize(results: Sequence[dict], pooled: bool = False) -> List[Cell]:
             if (checkpoint, column) not in groups:
                 continue
             by_point = groups[checkpoint, column]
-            task = _task_of(column)
+            task = task_of_column(column)
             # one grid point per task, chosen on its first dev set (MNLI: matched)
-            primary = groups[checkpoint, task.eval_sets[0].column]
-            point = max(primary, key=lambda p: _mean([v[task.paper_metric] for v in primary[p]]))
+            primary = groups[checkpoint, task.primary_column]
+            point = max(primary,
+                        key=lambda p: statistics.fmean(v[task.paper_metric] for v in primary[p]))
             runs = by_point[point]
             every_run = [v for group in by_point.values() for v in group]
             for metric in task.metrics:
                 values = [v[metric] for v in runs]
                 cells.append(Cell(
-                    checkpoint, column, metric, _mean(values),
+                    checkpoint, column, metric, statistics.fmean(values),
                     statistics.stdev(values) if len(values) > 1 else math.nan,
                     max(v[metric] for v in every_run), len(values), point,
                 ))
@@ -102,9 +103,10 @@ def glue_averages(cells: Sequence[Cell]) -> Dict[str, Dict[str, float]]:
     table = _means(cells)
     averages = {}
     for checkpoint, columns in table.items():
-        paper = [columns[c][_task_of(c).paper_metric] for c in columns]
-        glue = [columns[c][_task_of(c).glue_metric] for c in columns]
-        averages[checkpoint] = {"paper": _mean(paper), "glue": _mean(glue), "columns": len(paper)}
+        paper = [columns[c][task_of_column(c).paper_metric] for c in columns]
+        glue = [columns[c][task_of_column(c).glue_metric] for c in columns]
+        averages[checkpoint] = {"paper": statistics.fmean(paper), "glue": statistics.fmean(glue),
+                                "columns": len(paper)}
     return averages
 
 
@@ -131,7 +133,8 @@ def format_markdown(cells: Sequence[Cell]) -> str:
     columns = [col for col in EVAL_COLUMNS if any(c.column == col for c in cells)]
     averages = glue_averages(cells)
     n = max(a["columns"] for a in averages.values())
-    header = ["checkpoint"] + [f"{col} ({_short(_task_of(col).paper_metric)})" for col in columns]
+    header = ["checkpoint"] + [f"{col} ({_short(task_of_column(col).paper_metric)})"
+                               for col in columns]
     if "CoLA" in columns:
         header.append("CoLA (MCC)")
     header += [f"GLUE avg, paper ({n} of 9)", f"GLUE avg, MCC for CoLA ({n} of 9)"]
@@ -139,7 +142,7 @@ def format_markdown(cells: Sequence[Cell]) -> str:
     for checkpoint in checkpoints:
         row = [checkpoint]
         for col in columns:
-            cell = by_key.get((checkpoint, col, _task_of(col).paper_metric))
+            cell = by_key.get((checkpoint, col, task_of_column(col).paper_metric))
             row.append(_format_cell(cell) if cell else "-")
         if "CoLA" in columns:
             cell = by_key.get((checkpoint, "CoLA", "mcc"))
@@ -166,17 +169,6 @@ def _means(cells) -> Dict[str, Dict[str, Dict[str, float]]]:
     for c in cells:
         table[c.checkpoint][c.column][c.metric] = c.mean
     return table
-
-
-def _task_of(column: str):
-    for task in TASKS.values():
-        if any(e.column == column for e in task.eval_sets):
-            return task
-    return get_task(column)
-
-
-def _mean(values) -> float:
-    return sum(values) / len(values)
 
 
 def _format_cell(cell: Cell) -> str:

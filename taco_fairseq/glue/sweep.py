@@ -17,12 +17,12 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
+from ..analysis.checkpoints import interval_checkpoints
 from .pretrained import PretrainedCheckpoint
 from .summary import Cell, glue_averages
 
-_CHECKPOINT = re.compile(r"^checkpoint_\d+_(\d+)\.pt$")
 _LABEL = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
 
@@ -38,39 +38,25 @@ class SweepPoint:
     columns: int
 
 
-def find_checkpoints(run_dir: Path) -> List[Tuple[int, Path]]:
-    """``(updates, path)`` of every ``checkpoint_<epoch>_<updates>.pt`` in ``run_dir``, by
-    updates.
-
-    Raises:
-        FileNotFoundError: there is none (save them with ``--save-interval-updates``).
-    """
-    found = sorted(
-        (int(m.group(1)), path)
-        for path in Path(run_dir).iterdir()
-        if (m := _CHECKPOINT.match(path.name))
-    )
-    if not found:
-        raise FileNotFoundError(
-            f"no checkpoint_<epoch>_<updates>.pt in {run_dir}; pre-train with "
-            "--save-interval-updates N --keep-interval-updates -1"
-        )
-    return found
-
-
 def sweep_checkpoints(runs: Dict[str, Path]) -> List[PretrainedCheckpoint]:
-    """The checkpoints of every run, named ``LABEL@UPDATES``.
+    """The ``checkpoint_<epoch>_<updates>.pt`` of every run, named ``LABEL@UPDATES``.
 
     Raises:
         ValueError: a label is empty or has characters other than letters, digits, ``_.+-``.
-        FileNotFoundError: as :func:`find_checkpoints`.
+        FileNotFoundError: a run directory has no such checkpoint.
     """
     checkpoints = []
     for label, run_dir in runs.items():
         if not _LABEL.match(label):
             raise ValueError(f"run label {label!r}: use letters, digits and _.+- only")
+        found = interval_checkpoints(run_dir)
+        if not found:
+            raise FileNotFoundError(
+                f"no checkpoint_<epoch>_<updates>.pt in {run_dir}; pre-train with "
+                "--save-interval-updates N --keep-interval-updates -1"
+            )
         checkpoints += [PretrainedCheckpoint(f"{label}@{updates}", path)
-                        for updates, path in find_checkpoints(run_dir)]
+                        for updates, path in found]
     return checkpoints
 
 

@@ -12,17 +12,14 @@ Metrics (all in points, 0-100):
   rest, MNLI-m and MNLI-mm as two columns (:attr:`GlueTask.paper_metric`);
 * the standard GLUE choice differs for CoLA only: Matthews correlation
   (:attr:`GlueTask.glue_metric`);
-* checkpoints are selected during fine-tuning on :attr:`GlueTask.selection_metric`: the
-  reported metric, except Pearson for STS-B (Spearman needs ranks, which fairseq's summed
-  validation statistics cannot give; see ``criterions/sentence_prediction_summable.py``).
+* checkpoints are selected during fine-tuning on the recipe's ``best_checkpoint_metric``
+  (``examples/taco/config/finetuning``): the reported metric, except Pearson for STS-B
+  (Spearman needs ranks, which fairseq's summed validation statistics cannot give; see
+  ``sentence_prediction_summable`` in ``taco_fairseq/criterion.py``).
 """
 
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
-
-#: The GLUE metrics this package computes (names as fairseq's sentence_prediction logs them).
-METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
-
 
 @dataclass(frozen=True)
 class SplitLayout:
@@ -69,9 +66,7 @@ class GlueTask:
         eval_sets: the dev sets, each one column of the results table.
         paper_metric: the metric the paper reports.
         glue_metric: the standard GLUE metric (differs for CoLA: MCC).
-        selection_metric: fairseq's ``--best-checkpoint-metric`` for this task.
         metrics: the metrics computed for every dev set.
-        train_rows: training examples of the official GLUE release.
     """
 
     name: str
@@ -80,9 +75,7 @@ class GlueTask:
     eval_sets: Tuple[EvalSet, ...]
     paper_metric: str
     glue_metric: str
-    selection_metric: str
     metrics: Tuple[str, ...]
-    train_rows: int
 
     @property
     def regression(self) -> bool:
@@ -98,6 +91,11 @@ class GlueTask:
     def num_inputs(self) -> int:
         """1 for single-sentence tasks, 2 for sentence pairs."""
         return len(self.splits["train"].inputs)
+
+    @property
+    def primary_column(self) -> str:
+        """The dev-set column grid points and best runs are chosen on (MNLI: MNLI-m)."""
+        return self.eval_sets[0].column
 
     @property
     def positive_label(self) -> Optional[str]:
@@ -117,13 +115,12 @@ def _test(file, columns, inputs, index="index") -> SplitLayout:
     return SplitLayout(file, tuple(columns), True, tuple(inputs), index=index)
 
 
-def _task(name, train, dev, test, labels, paper, selection, metrics, rows, glue=None,
+def _task(name, train, dev, test, labels, paper, metrics, glue=None,
           eval_sets=None, more_splits=None) -> GlueTask:
     splits = {"train": train, "valid": dev, "test": test, **(more_splits or {})}
     return GlueTask(
         name=name, splits=splits, labels=labels, eval_sets=eval_sets or (_eval(name),),
-        paper_metric=paper, glue_metric=glue or paper, selection_metric=selection,
-        metrics=metrics, train_rows=rows,
+        paper_metric=paper, glue_metric=glue or paper, metrics=metrics,
     )
 
 
@@ -152,8 +149,7 @@ TASKS: Dict[str, GlueTask] = {
             _labeled("train.tsv", _MNLI_TRAIN, _PAIR, "gold_label"),
             _labeled("dev_matched.tsv", _MNLI_DEV, _PAIR, "gold_label"),
             _test("test_matched.tsv", _MNLI_TEST, _PAIR),
-            ("contradiction", "entailment", "neutral"), "accuracy", "accuracy",
-            ("accuracy",), 392702,
+            ("contradiction", "entailment", "neutral"), "accuracy", ("accuracy",),
             eval_sets=(_eval("MNLI-m"), _eval("MNLI-mm", "valid1", "test1")),
             more_splits={
                 "valid1": _labeled("dev_mismatched.tsv", _MNLI_DEV, _PAIR, "gold_label"),
@@ -165,7 +161,7 @@ TASKS: Dict[str, GlueTask] = {
             _labeled("train.tsv", _QNLI, ("question", "sentence"), "label"),
             _labeled("dev.tsv", _QNLI, ("question", "sentence"), "label"),
             _test("test.tsv", _QNLI[:3], ("question", "sentence")),
-            ("entailment", "not_entailment"), "accuracy", "accuracy", ("accuracy",), 104743,
+            ("entailment", "not_entailment"), "accuracy", ("accuracy",),
         ),
         _task(
             "QQP",
@@ -173,42 +169,42 @@ TASKS: Dict[str, GlueTask] = {
             _labeled("dev.tsv", _QQP, ("question1", "question2"), "is_duplicate"),
             _test("test.tsv", ("id", "question1", "question2"), ("question1", "question2"),
                   index="id"),
-            ("0", "1"), "f1", "f1", ("f1", "accuracy"), 363846,
+            ("0", "1"), "f1", ("f1", "accuracy"),
         ),
         _task(
             "RTE",
             _labeled("train.tsv", _RTE, _PAIR, "label"),
             _labeled("dev.tsv", _RTE, _PAIR, "label"),
             _test("test.tsv", _RTE[:3], _PAIR),
-            ("entailment", "not_entailment"), "accuracy", "accuracy", ("accuracy",), 2490,
+            ("entailment", "not_entailment"), "accuracy", ("accuracy",),
         ),
         _task(
             "SST-2",
             _labeled("train.tsv", ("sentence", "label"), ("sentence",), "label"),
             _labeled("dev.tsv", ("sentence", "label"), ("sentence",), "label"),
             _test("test.tsv", ("index", "sentence"), ("sentence",)),
-            ("0", "1"), "accuracy", "accuracy", ("accuracy",), 67349,
+            ("0", "1"), "accuracy", ("accuracy",),
         ),
         _task(
             "MRPC",
             _labeled("train.tsv", _MRPC, ("#1 String", "#2 String"), "Quality"),
             _labeled("dev.tsv", _MRPC, ("#1 String", "#2 String"), "Quality"),
             _test("test.tsv", _MRPC_TEST, ("#1 String", "#2 String")),
-            ("0", "1"), "f1", "f1", ("f1", "accuracy"), 3668,
+            ("0", "1"), "f1", ("f1", "accuracy"),
         ),
         _task(
             "CoLA",
             _labeled("train.tsv", _COLA, ("sentence",), "label", has_header=False),
             _labeled("dev.tsv", _COLA, ("sentence",), "label", has_header=False),
             _test("test.tsv", ("index", "sentence"), ("sentence",)),
-            ("0", "1"), "accuracy", "mcc", ("mcc", "accuracy"), 8551, glue="mcc",
+            ("0", "1"), "accuracy", ("mcc", "accuracy"), glue="mcc",
         ),
         _task(
             "STS-B",
             _labeled("train.tsv", _STSB, _PAIR, "score"),
             _labeled("dev.tsv", _STSB, _PAIR, "score"),
             _test("test.tsv", _STSB_TEST, _PAIR),
-            None, "spearman", "pearson", ("pearson", "spearman"), 5749,
+            None, "spearman", ("pearson", "spearman"),
         ),
     )
 }
@@ -231,6 +227,18 @@ def get_task(name: str) -> GlueTask:
         f"unknown GLUE task {name!r}; known: {', '.join(TASKS)} (WNLI is excluded, as in the "
         "paper)"
     )
+
+
+def task_of_column(column: str) -> GlueTask:
+    """The task of a results-table column (``MNLI-m``, ``MNLI-mm``: MNLI; else the task's name).
+
+    Raises:
+        ValueError: as :func:`get_task`.
+    """
+    for task in TASKS.values():
+        if any(e.column == column for e in task.eval_sets):
+            return task
+    return get_task(column)
 
 
 def get_tasks(names: Sequence[str]) -> Tuple[GlueTask, ...]:

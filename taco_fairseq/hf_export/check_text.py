@@ -1,7 +1,7 @@
 """Real text for the export's parity check: lines of corpus files, and the hard cases among them.
 
 Lines are read as ``scripts/prepare_pretraining_data.py`` reads its input
-(:func:`taco_fairseq.corpus.read_document_lines`: UTF-8, whitespace runs made one space), so they
+(:func:`taco_fairseq.prep.corpus.read_document_lines`: UTF-8, whitespace runs made one space), so they
 look like the model's training text. :func:`select_check_text` picks from them the cases a
 converted tokenizer or model gets wrong first: the longest lines (past ``max_positions``, so
 truncation is exercised), lines rich in non-ASCII characters, lines with characters the
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, List, Sequence, Tuple, Union
 
-from ..corpus import read_document_lines
+from ..prep.corpus import read_document_lines
 
 PathLike = Union[str, Path]
 MASK = "<mask>"

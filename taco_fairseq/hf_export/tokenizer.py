@@ -1,7 +1,7 @@
 """The transformers tokenizer of a fairseq SentencePiece data-bin, with fairseq's exact ids.
 
-fairseq's pipeline (``RobertaHubInterface.encode``, and ``fairseq-preprocess`` on the pieces
-``scripts/prepare_pretraining_data.py`` writes) is: SentencePiece pieces of the text → each piece
+fairseq's pipeline (``RobertaHubInterface.encode``, and the ids ``scripts/prepare_pretraining_data.py``
+writes) is: SentencePiece pieces of the text → each piece
 looked up in the fairseq ``Dictionary`` (``<s>=0 <pad>=1 </s>=2 <unk>=3``, then ``dict.txt`` in
 file order, then ``<mask>`` added by the task; a piece not in it is ``<unk>``) → ``<s> ... </s>``
 (pairs: ``<s> a </s> </s> b </s>``).

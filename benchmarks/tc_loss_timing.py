@@ -1,0 +1,131 @@
+"""The TC loss alone (global bias and InfoNCE, forward and backward):
+:func:`taco_fairseq.loss.info_nce` against the straightforward implementation that
+gathers the negatives into an ``[anchors, K, hidden]`` tensor (the official code's way), on
+positions drawn by the real sampler."""
+
+import statistics
+import time
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from taco_fairseq.loss import NORM_EPS, InfoNCEOutput, global_bias, info_nce
+from taco_fairseq.sampling import sample_contrastive_positions
+
+#: Tokens per sequence of the timed batches.
+SEQ_LEN = 256
+
+
+def gather_info_nce(
+    vectors: Tensor,
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    temperature: float,
+    detach_keys: bool = True,
+) -> InfoNCEOutput:
+    """InfoNCE of :func:`~taco_fairseq.loss.info_nce`, computed by gathering the
+    negatives' vectors into an ``[anchors, K, hidden]`` tensor (TACO's official code).
+
+    Same arguments and result as :func:`~taco_fairseq.loss.info_nce` (``[..., hidden]``
+    vectors are flattened to rows, a copy for a transposed view); its memory is
+    anchors × K × hidden floats (forward and backward).
+    """
+    z = F.normalize(vectors.float().flatten(0, -2), dim=-1, eps=NORM_EPS)
+    keys = z.detach() if detach_keys else z
+    queries = z[anchor]
+    positive_score = (queries * keys[positive]).sum(-1) / temperature
+    negative_score = torch.einsum("nh,nkh->nk", queries, keys[negative]) / temperature
+    logits = torch.cat([positive_score.unsqueeze(1), negative_score], dim=1)
+    loss = torch.logsumexp(logits, dim=1) - positive_score
+    correct = positive_score.detach() > negative_score.detach().max(dim=1).values
+    return InfoNCEOutput(loss, correct)
+
+
+class TCLossTiming(NamedTuple):
+    """Forward + backward of the TC loss of one batch, median seconds.
+
+    Attributes:
+        tokens: anchors (every token of ``tokens // seq_len`` full sequences).
+        negatives: K.
+        hidden: vector size.
+        gather_s: :func:`gather_info_nce`.
+        fast_s: :func:`~taco_fairseq.loss.info_nce`.
+        max_difference: largest absolute difference between the two implementations' losses
+            and gradients (a check that they compute the same thing).
+    """
+
+    tokens: int
+    negatives: int
+    hidden: int
+    gather_s: float
+    fast_s: float
+    max_difference: float
+
+
+def time_tc_loss(
+    tokens: int,
+    negatives: int,
+    hidden: int,
+    seq_len: int = SEQ_LEN,
+    repeats: int = 5,
+    device: str = "cpu",
+    temperature: float = 0.07,
+) -> TCLossTiming:
+    """Time both implementations, alternating, from random last-layer states and embeddings
+    of ``tokens // seq_len`` sequences of ``seq_len`` tokens (fairseq's ``[seq_len, batch,
+    hidden]`` layout) through the global bias, passed as the ``taco`` criterion passes it, to
+    the gradients of the states; anchors, positives (W = 5) and K negatives are drawn by
+    :func:`~taco_fairseq.sampling.sample_contrastive_positions`.
+
+    Raises:
+        ValueError: if ``tokens`` is not a multiple of ``seq_len`` of at least two sequences.
+        RuntimeError: if the two implementations' losses or gradients differ.
+    """
+    if tokens % seq_len or tokens // seq_len < 2:
+        raise ValueError(f"tokens ({tokens}) must be >= 2 sequences of seq_len ({seq_len})")
+    mask = np.ones((tokens // seq_len, seq_len), dtype=bool)
+    sampled = sample_contrastive_positions(mask, mask, 5, negatives, np.random.default_rng(0))
+    positions = [torch.from_numpy(a).to(device) for a in sampled]
+    generator = torch.Generator().manual_seed(0)
+    states = [
+        torch.randn(seq_len, tokens // seq_len, hidden, generator=generator).to(device)
+        .requires_grad_()
+        for _ in range(2)
+    ]
+
+    def forward_backward(implementation):
+        for state in states:
+            state.grad = None
+        vectors = global_bias(*states).transpose(0, 1)  # as the taco criterion
+        loss = implementation(vectors, *positions, temperature).loss
+        loss.sum().backward()
+        return loss.detach(), states[0].grad
+
+    implementations = {"gather": gather_info_nce, "fast": info_nce}
+    results = {name: forward_backward(f) for name, f in implementations.items()}  # warm-up
+    pairs = list(zip(results["gather"], results["fast"]))
+    if not all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in pairs):
+        raise RuntimeError("the fast and gather TC losses or gradients differ")
+    difference = max(float((a - b).abs().max()) for a, b in pairs)
+    times = {name: [] for name in implementations}
+    for repeat in range(repeats):
+        order = list(implementations) if repeat % 2 == 0 else list(implementations)[::-1]
+        for name in order:
+            _synchronize(device)
+            start = time.perf_counter()
+            forward_backward(implementations[name])
+            _synchronize(device)
+            times[name].append(time.perf_counter() - start)
+    return TCLossTiming(
+        tokens, negatives, hidden, statistics.median(times["gather"]),
+        statistics.median(times["fast"]), difference,
+    )
+
+
+def _synchronize(device: str):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()

@@ -1,0 +1,371 @@
+"""fairseq checkpoints: weights-only loading, the one metadata reader, and the checks of the
+checkpoint ``fairseq-train`` will load.
+
+* Weights-only loading (torch's default): besides tensors and plain containers, fairseq
+  checkpoints pickle ``argparse.Namespace`` (``args`` of older checkpoints, ``cfg["model"]`` of
+  ``add_args`` architectures such as RoBERTa) and numpy scalars (rebuilt from
+  ``numpy._core.multiarray.scalar``, ``numpy.core...`` when pickled by numpy 1.x, and numpy's
+  dtype classes). Importing this module allow-lists exactly these (:data:`SAFE_GLOBALS`); none
+  can run code on load.
+* :func:`load_lazily` reads a checkpoint with its tensors memory-mapped; :func:`saved_option`
+  reads an option of its configuration.
+* fairseq starts from scratch when an explicit ``--restore-file`` does not exist, loads a
+  checkpoint of another vocabulary of the same size without complaint, fails deep in
+  ``load_state_dict`` on another architecture, and stops every later run with a bare
+  ``EOFError`` on a ``checkpoint_last.pt`` cut short by a kill during its (non-atomic) copy.
+  :func:`checkpoint_to_load` and :func:`check_checkpoint_fits` turn these into errors naming the
+  file, the option and the fix or, for an unreadable ``checkpoint_last.pt``, into a resume from
+  the newest intact checkpoint. ``taco_masked_lm`` calls them when it builds the model for
+  training; :func:`restore_config` where fairseq-train loads the checkpoint, for every task
+  (:mod:`taco_fairseq.fairseq_patches`).
+"""
+
+import argparse
+import copy
+import hashlib
+import logging
+import os
+import re
+from typing import Dict, Optional
+
+import numpy as np
+import torch
+from fairseq.data import Dictionary
+from fairseq.file_io import PathManager
+from omegaconf import open_dict
+
+from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
+
+_NUMPY_SCALAR = np.dtype("float64").type(0).__reduce__()[0]  # numpy's multiarray.scalar
+#: What importing this module adds to torch's weights-only unpickler.
+SAFE_GLOBALS = [
+    argparse.Namespace, _NUMPY_SCALAR, (_NUMPY_SCALAR, "numpy.core.multiarray.scalar"), np.dtype,
+    *(type(np.dtype(name)) for name in
+      ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "bool")),
+]
+torch.serialization.add_safe_globals(SAFE_GLOBALS)
+
+#: The SentencePiece model file of a data-bin (``scripts/prepare_pretraining_data.py``).
+SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
+#: ``task_state`` key of the dictionary fingerprint saved with every checkpoint.
+DICTIONARY_KEY = "dictionary_fingerprint"
+#: ``task_state`` key of the SHA-256 of the data-bin's SentencePiece model (when it has one).
+SENTENCEPIECE_KEY = "sentencepiece_sha256"
+#: fairseq's default ``--restore-file``: resume from ``<save-dir>/checkpoint_last.pt`` if any.
+DEFAULT_RESTORE_FILE = "checkpoint_last.pt"
+#: How to get out of a dictionary or SentencePiece model mismatch (the default).
+DATA_FIX = ("Use the data-bin the checkpoint was trained on, or encode your text with its "
+            "sentencepiece.bpe.model and dict.txt.")
+#: ``checkpoint_<epoch>_<updates>.pt`` and ``checkpoint<epoch>.pt`` (before the suffix).
+_NUMBERED = re.compile(r"checkpoint(_\d+_\d+|\d+)$")
+
+logger = logging.getLogger(__name__)
+_warned = set()  # messages of _warn_once
+
+
+def load_lazily(path) -> dict:
+    """A checkpoint loaded weights-only on the CPU, its tensors memory-mapped (not read) when
+    it is in torch's zip format.
+
+    Raises:
+        OptionError: the file cannot be read as a fairseq checkpoint (cut short, e.g. by a kill
+            while it was written, or not a checkpoint at all).
+    """
+    try:
+        state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    except RuntimeError:  # not in the zip format that mmap needs
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # EOFError, UnpicklingError, KeyError, ... for such files
+            raise OptionError(
+                f"{path} cannot be read as a checkpoint ({type(e).__name__}: {e}): it is cut "
+                "short (e.g. by a kill while it was written) or not a fairseq checkpoint; give "
+                "an intact checkpoint_*.pt") from e
+    if not isinstance(state, dict) or "model" not in state:
+        raise OptionError(f"{path} is not a fairseq checkpoint (it holds no model weights); "
+                          "give a checkpoint_*.pt written by fairseq-train")
+    return state
+
+
+def saved_option(state: dict, group: str, name: str):
+    """Option ``name`` of the ``group`` (``task``, ``model``, ...) config of a checkpoint
+    (``cfg[group]``, a dict or Namespace, or the ``args`` of older checkpoints), or None."""
+    section = state.get("args") or (state.get("cfg") or {}).get(group)
+    if isinstance(section, dict):
+        return section.get(name)
+    return getattr(section, name, None)
+
+
+def dictionary_fingerprint(dictionary) -> Dict[str, object]:
+    """``{"size": symbols, "sha256": hex digest of the symbols in id order}``; counts are left
+    out, so data-bins encoded with the same SentencePiece model match."""
+    digest = hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()
+    return {"size": len(dictionary), "sha256": digest}
+
+
+def file_sha256(path) -> str:
+    """Hex SHA-256 of a file's bytes (the SentencePiece model's fingerprint)."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def load_task_dictionary(dict_file) -> Dictionary:
+    """``dict_file`` as the masked-LM and ``sentence_prediction`` tasks hold it: with
+    ``<mask>`` added (the dictionary the fingerprint of :data:`DICTIONARY_KEY` is taken of)."""
+    dictionary = Dictionary.load(str(dict_file))
+    dictionary.add_symbol("<mask>")
+    return dictionary
+
+
+def check_dictionary(checkpoint, state: dict, dictionary, dict_name: str,
+                     sentencepiece_model=None, sentencepiece_sha256: Optional[str] = None,
+                     fix: str = DATA_FIX) -> None:
+    """Check that ``dictionary`` (and ``sentencepiece_model``) are the ones ``checkpoint`` was
+    trained with: the one check of every loader (training, :func:`taco_fairseq.hub.from_pretrained`
+    and so the HuggingFace export and the analyses, GLUE preparation and runner).
+
+    The dictionary: against the fingerprint ``taco_masked_lm`` checkpoints record
+    (:data:`DICTIONARY_KEY`), else against the rows of the token-embedding matrix. The
+    SentencePiece model: against the SHA-256 they record (:data:`SENTENCEPIECE_KEY`). What a
+    checkpoint does not record (fairseq's ``masked_lm``, older checkpoints) is not checked,
+    with a warning.
+
+    Args:
+        checkpoint: the checkpoint's path (for messages).
+        state: the checkpoint (:func:`load_lazily`).
+        dictionary: fairseq ``Dictionary`` as the task holds it (:func:`load_task_dictionary`).
+        dict_name: what to call the dictionary in messages, e.g. its path.
+        sentencepiece_model: path of the SentencePiece model to be used with it, if any.
+        sentencepiece_sha256: its SHA-256 when known; default: computed from the file.
+        fix: the end of the error message.
+
+    Raises:
+        OptionError: naming the checkpoint, the dictionary (or SentencePiece model), the data
+            the checkpoint was trained on when it records it, and the fix.
+    """
+    task_state = state.get("task_state") or {}
+    saved = task_state.get(DICTIONARY_KEY)
+    if saved is not None:
+        differs, saved_size = saved != dictionary_fingerprint(dictionary), saved["size"]
+    else:
+        weights = _canonical_weights(state.get("model") or {})
+        embed = weights.get("sentence_encoder.embed_tokens.weight")
+        saved_size = None if embed is None else len(embed)
+        differs = saved_size is not None and saved_size != len(dictionary)
+        _warn_once(f"{checkpoint} records no fingerprint of its dictionary: only the size of "
+                   f"{dict_name} ({len(dictionary)} symbols) could be checked")
+    if differs:
+        raise OptionError(
+            f"checkpoint {checkpoint} was trained with another dictionary ({saved_size} "
+            f"symbols) than {dict_name} ({len(dictionary)} symbols): token ids would mean other "
+            f"pieces.{_trained_on(checkpoint, state)} {fix}")
+    if sentencepiece_model is None:
+        return
+    saved_model = task_state.get(SENTENCEPIECE_KEY)
+    if saved_model is None:
+        _warn_once(f"{checkpoint} records no fingerprint of its SentencePiece model: cannot "
+                   f"check that {sentencepiece_model} is the one it was trained with")
+    elif saved_model != (sentencepiece_sha256 or file_sha256(sentencepiece_model)):
+        raise OptionError(
+            f"checkpoint {checkpoint} was trained with another SentencePiece model than "
+            f"{sentencepiece_model}: text would be cut into other pieces."
+            f"{_trained_on(checkpoint, state, SENTENCEPIECE_MODEL)} {fix}")
+
+
+def recorded_data_dir(checkpoint, state: dict) -> Optional[str]:
+    """The data directory a checkpoint was trained on (the first of ``--data``), or None.
+
+    A relative path is looked for beside the checkpoint and then in its parent directories (a
+    run started in the repository root records ``data-bin/x`` for
+    ``checkpoints/y/checkpoint_last.pt``); where it is in none, it is returned as given
+    (relative to the current directory).
+    """
+    data = saved_option(state, "task", "data")
+    if not data:
+        return None
+    data = str(data).split(os.pathsep)[0]
+    if os.path.isabs(data):
+        return data
+    directory = os.path.dirname(os.path.abspath(checkpoint))
+    while not os.path.isdir(os.path.join(directory, data)):
+        if os.path.dirname(directory) == directory:
+            return data
+        directory = os.path.dirname(directory)
+    return os.path.join(directory, data)
+
+
+def checkpoint_to_load(cfg) -> Optional[str]:
+    """The checkpoint ``fairseq-train`` will load (``fairseq.checkpoint_utils.load_checkpoint``),
+    or None when training starts from scratch.
+
+    Warns when an explicit ``--restore-file`` is loaded although ``--save-dir`` holds a
+    ``checkpoint_last.pt`` (a restarted run goes back to the restore file). When
+    ``checkpoint_last.pt`` cannot be read, returns the intact ``checkpoint_<epoch>_<updates>.pt``
+    or ``checkpoint<epoch>.pt`` of ``--save-dir`` with the most updates, with a warning (the
+    unreadable file is left in place; fairseq replaces it at the next save).
+
+    Args:
+        cfg: a config with fairseq's ``restore_file``, ``save_dir``, ``continue_once``,
+            ``finetune_from_model`` and ``checkpoint_suffix``.
+
+    Raises:
+        InputNotFoundError: ``--restore-file`` (not the default) or ``--continue-once`` names a
+            file that does not exist (fairseq would silently start from scratch).
+        OptionError: ``checkpoint_last.pt`` cannot be read and no intact numbered checkpoint is
+            there to resume from.
+    """
+    last = os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
+    if cfg.restore_file != DEFAULT_RESTORE_FILE:
+        path = cfg.restore_file.replace(".pt", cfg.checkpoint_suffix + ".pt")
+        if not PathManager.isfile(path):
+            raise InputNotFoundError(
+                f"--restore-file {path}: no such checkpoint (fairseq would start from scratch)"
+                f"{hydra_relative_path_hint(path)}. Fix the path, or leave --restore-file out to "
+                f"resume from {last} or start afresh.")
+        if PathManager.isfile(last) and os.path.abspath(path) != os.path.abspath(last):
+            logger.warning(
+                f"loading --restore-file {path}, not {last}: this run restarts from {path}. "
+                f"To resume an interrupted run, leave --restore-file out (use --continue-once "
+                f"{path} to start from it only when {last} does not exist)")
+        return path
+    if PathManager.isfile(last):
+        try:
+            load_lazily(last)
+            return last
+        except Exception:  # torch raises EOFError, RuntimeError, ... for such files
+            return _newest_intact_checkpoint(cfg, last)
+    if cfg.continue_once is not None:
+        if not PathManager.isfile(cfg.continue_once):
+            raise InputNotFoundError(
+                f"--continue-once {cfg.continue_once}: no such checkpoint (fairseq would start "
+                "from scratch). Fix the path or leave the option out.")
+        return cfg.continue_once
+    if cfg.finetune_from_model is not None and PathManager.isfile(cfg.finetune_from_model):
+        return cfg.finetune_from_model
+    return None  # fresh start (fairseq reports a missing --finetune-from-model itself)
+
+
+def restore_config(cfg, task, model):
+    """The ``checkpoint`` config with which fairseq-train should load its checkpoint: ``cfg``,
+    or a copy whose ``restore_file`` is the intact checkpoint to resume from when
+    ``checkpoint_last.pt`` cannot be read (:func:`checkpoint_to_load`).
+
+    For RoBERTa models of tasks other than ``taco_masked_lm`` (which checks when it builds the
+    model), the checkpoint is checked against ``model`` and the task's dictionary
+    (:func:`check_checkpoint_fits`: e.g. a GLUE fine-tuning with more ``--max-positions`` than
+    pre-training stops with a message, not a ``size mismatch`` traceback), and its data
+    fingerprints go into the task's state, so that the run's checkpoints record them too.
+
+    Raises:
+        OptionError, InputNotFoundError: as :func:`checkpoint_to_load` and
+            :func:`check_checkpoint_fits`.
+    """
+    from fairseq.models.roberta import RobertaModel
+
+    from .task import TacoMaskedLMTask
+
+    path = checkpoint_to_load(cfg)
+    if path is None:
+        return cfg
+    if isinstance(model, RobertaModel) and not isinstance(task, TacoMaskedLMTask):
+        check_checkpoint_fits(path, model, task.source_dictionary)
+        task_state = load_lazily(path).get("task_state") or {}
+        task.state.merge_state_dict({key: task_state[key] for key in (
+            DICTIONARY_KEY, SENTENCEPIECE_KEY) if key in task_state})
+    last = os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
+    if cfg.restore_file != DEFAULT_RESTORE_FILE or os.path.abspath(path) == os.path.abspath(
+            last) or not PathManager.isfile(last):
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        # fairseq appends --checkpoint-suffix to an explicit --restore-file itself
+        cfg.restore_file = path[: len(path) - len(f"{cfg.checkpoint_suffix}.pt")] + ".pt"
+        cfg.finetune_from_model = None  # fairseq refuses it next to an explicit restore file
+    return cfg
+
+
+def check_checkpoint_fits(path: str, model: torch.nn.Module, dictionary) -> None:
+    """Check that the checkpoint at ``path`` was trained on ``dictionary`` and fits ``model``,
+    from its tensor shapes (memory-mapped). Parameter names are compared as fairseq's RoBERTa
+    loads them (the ``decoder``/``encoder`` and ``emb_layer_norm``/``layernorm_embedding``
+    renames of old checkpoints).
+
+    Raises:
+        OptionError: for another dictionary (:func:`check_dictionary`), or parameters missing
+            or of other shapes (another ``--arch``, size options or ``--max-positions``); the
+            message names the checkpoint, the data's ``dict.txt`` and the fix.
+    """
+    state = load_lazily(path)
+    check_dictionary(path, state, dictionary, "--data's dict.txt")
+    weights = _canonical_weights(state["model"])
+    expected = _canonical_weights(model.state_dict())
+    positions = "sentence_encoder.embed_positions.weight"
+    if positions in weights and positions in expected and (
+            len(weights[positions]) != len(expected[positions])):
+        saved = saved_option(state, "model", "max_positions")
+        raise OptionError(
+            f"checkpoint {path} was pre-trained with --max-positions {saved} "
+            f"({len(weights[positions])} position embeddings); the model being trained has "
+            f"--max-positions {model.max_positions()}. Use --max-positions {saved} (hydra: "
+            f"task.max_positions and model.max_positions); sentence_prediction cuts longer "
+            "inputs with --shorten-method truncate.")
+    missing = sorted(expected.keys() - weights.keys())
+    mismatched = sorted(
+        f"{name}: {tuple(weights[name].shape)} in the checkpoint, {tuple(t.shape)} here"
+        for name, t in expected.items() if name in weights and weights[name].shape != t.shape)
+    if missing or mismatched:
+        arch = (saved_option(state, "model", "arch") or saved_option(state, "model", "_name")
+                or "unknown")
+        details = "; ".join(mismatched[:3] + [f"missing {name}" for name in missing[:3]])
+        raise OptionError(
+            f"checkpoint {path} (--arch {arch}) does not fit the model being trained: "
+            f"{details}{' ...' if len(missing) + len(mismatched) > 3 else ''}. Train with the "
+            "checkpoint's --arch and size options, or start from scratch (another --save-dir, "
+            "no --restore-file).")
+
+
+def _newest_intact_checkpoint(cfg, last: str) -> str:
+    """The readable numbered checkpoint of ``--save-dir`` with the most updates."""
+    suffix = f"{cfg.checkpoint_suffix}.pt"
+    candidates = {}
+    for name in sorted(PathManager.ls(cfg.save_dir)):
+        path = os.path.join(cfg.save_dir, name)
+        if name.endswith(suffix) and _NUMBERED.fullmatch(name[: len(name) - len(suffix)]):
+            try:
+                candidates[path] = int(load_lazily(path)["optimizer_history"][-1]["num_updates"])
+            except Exception:  # unreadable, or no update count
+                continue
+    if not candidates:
+        raise OptionError(
+            f"{last} cannot be read (cut short, e.g. by a kill while fairseq copied it) and "
+            f"{cfg.save_dir} has no intact checkpoint_<epoch>_<updates>.pt or "
+            f"checkpoint<epoch>.pt to resume from. Move {last} away to start from scratch, "
+            "or pass --restore-file with a checkpoint to start from")
+    path = max(candidates, key=candidates.get)
+    _warn_once(
+        f"{last} cannot be read (cut short, e.g. by a kill while fairseq copied it): resuming "
+        f"from {path}, the intact checkpoint with the most updates ({candidates[path]}). The "
+        f"unreadable file is left as it is; the next save replaces it")
+    return path
+
+
+def _warn_once(message: str) -> None:
+    """Log a warning once per process (the task and fairseq's loading both check)."""
+    if message not in _warned:
+        _warned.add(message)
+        logger.warning(message)
+
+
+def _trained_on(checkpoint, state: dict, file: str = "dict.txt") -> str:
+    data = recorded_data_dir(checkpoint, state)
+    return f" It was trained on {os.path.join(data, file)}." if data else ""
+
+
+def _canonical_weights(state_dict) -> Dict[str, torch.Tensor]:
+    """The RoBERTa encoder's parameters by name without the top module (``encoder.`` /
+    ``decoder.``), old LayerNorm name renamed; classification heads left out (fairseq adds
+    or re-initializes those of a fine-tuning itself)."""
+    return {
+        name.split(".", 1)[-1].replace(".emb_layer_norm.", ".layernorm_embedding."): tensor
+        for name, tensor in state_dict.items() if not name.startswith("classification_heads.")
+    }

@@ -1,0 +1,244 @@
+"""Does TACO beat MLM? The paper's same-run comparison (§4, appendix A) in one resumable command.
+
+Pre-trains each objective (default: mlm and taco; an objective is a recipe NAME of
+examples/taco/config/pretraining/NAME_small.yaml) from the same data-bin with the same seed,
+initialization, batches, masks and schedule; keeps the checkpoints at --checkpoint-updates;
+records each checkpoint's validation MLM loss and contextual score on held-out text;
+fine-tunes every checkpoint on --tasks x --seeds (the last one on --final-tasks too) with the
+GLUE runner; and writes OUT/summary.csv (one row per objective x pretrain_seed x updates x task
+x seed), OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates, per task,
+paired difference with 95% bootstrap intervals, speed-up). Run it again and it continues:
+pre-training from checkpoint_last.pt, finished fine-tunings skipped. Options after `--` go to
+every pre-training fairseq-train call.
+
+Example (a toy run on the CPU; docs/results.md has the study's command):
+
+    taco-compare --data data-bin/wiki --glue-data data-bin/glue \\
+        --out runs/compare --arch roberta_tiny --max-update 40 --checkpoint-updates 20 40 \\
+        --tasks RTE --seeds 1 --cpu -- --num-workers 0
+"""
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+from pathlib import Path
+from typing import Tuple
+
+from taco_fairseq.comparison.objectives import available_objectives
+from taco_fairseq.comparison.pretraining import PretrainSettings
+from taco_fairseq.comparison.report import (
+    markdown_report,
+    plot_figures,
+    write_checkpoints_csv,
+    write_summary_csv,
+)
+from taco_fairseq.comparison.statistics import ScoreTable
+from taco_fairseq.comparison.study import (
+    PhaseTimer,
+    StudyOptions,
+    finetune_all,
+    measure_checkpoints,
+    chosen_points,
+    pretrain_all,
+    read_measures,
+    scores_of,
+    search_points,
+    set_threads,
+    study_checkpoints,
+)
+from taco_fairseq.glue.options import parse_update_caps, split_fairseq_args
+from taco_fairseq.glue.recipes import Hyperparameters, default_point
+from taco_fairseq.glue.summary import collect_results
+from taco_fairseq.glue.tasks import get_tasks
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    small = default_point("small")
+    parser.add_argument("--data", type=Path, required=True, help="pre-training data-bin")
+    parser.add_argument("--glue-data", type=Path, required=True,
+                        help="GLUE tasks prepared with the data-bin's vocabulary "
+                        "(scripts/prepare_glue.py --pretraining-data DATA)")
+    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    group = parser.add_argument_group("pre-training")
+    group.add_argument("--objectives", nargs="+", default=["mlm", "taco"], metavar="NAME",
+                       help="recipes to compare; the first is the baseline (default: "
+                       "%(default)s; available: " + ", ".join(available_objectives()) + ")")
+    group.add_argument("--pretrain-seeds", nargs="+", type=int, default=[1], metavar="S",
+                       help="one pre-training run per objective and seed (default: 1)")
+    group.add_argument("--arch", required=True, help="e.g. roberta_tiny, roberta_small")
+    group.add_argument("--max-update", type=int, required=True,
+                       help="updates of each run; the learning rate decays to 0 there")
+    group.add_argument("--checkpoint-updates", nargs="+", type=int, required=True, metavar="N",
+                       help="update counts whose checkpoints are fine-tuned")
+    group.add_argument("--tokens-per-sample", type=int, default=128, help="default: 128")
+    group.add_argument("--batch-size", type=int, default=32,
+                       help="sequences per update and worker (default: 32)")
+    group.add_argument("--update-freq", type=int, default=1, help="default: 1")
+    group.add_argument("--lr", type=float, default=5e-4, help="peak learning rate "
+                       "(default: 5e-4)")
+    group.add_argument("--warmup-updates", type=int,
+                       help="default: a tenth of --max-update, at most 10,000")
+    group = parser.add_argument_group("GLUE fine-tuning")
+    group.add_argument("--tasks", nargs="+", required=True, metavar="TASK",
+                       help="fine-tuned at every checkpoint")
+    group.add_argument("--final-tasks", nargs="+", default=[], metavar="TASK",
+                       help="fine-tuned at the last checkpoint only")
+    group.add_argument("--seeds", nargs="+", type=int, required=True, metavar="S",
+                       help="fine-tuning seeds")
+    group.add_argument("--finetune-lr", nargs="+", type=float, default=[small.lr], metavar="LR",
+                       help="several: searched at the last checkpoint, the same for every "
+                       "objective (default: %(default)s)")
+    group.add_argument("--finetune-epochs", nargs="+", type=int, default=[small.epochs],
+                       metavar="E", help="as --finetune-lr (default: %(default)s)")
+    group.add_argument("--finetune-batch-size", type=int, default=small.batch_size,
+                       help="default: %(default)s")
+    group.add_argument("--finetune-max-updates", nargs="+", default=[], metavar="TASK=N",
+                       help="cap a task's fine-tuning updates, e.g. SST-2=2000")
+    group.add_argument("--finetune-options", default="",
+                       help="further fairseq-train options of every fine-tuning, one string "
+                       "(e.g. '--bf16')")
+    group = parser.add_argument_group("contextual score")
+    group.add_argument("--heldout-text", nargs="+", type=Path, default=[], metavar="FILE",
+                       help="raw text not seen in pre-training (default: not measured)")
+    group.add_argument("--heldout-sentences", type=int, default=2000, help="default: 2000")
+    group.add_argument("--heldout-max-lines", type=int, help="lines read per file")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs side by side; on the CPU each gets cores/jobs threads")
+    parser.add_argument("--cpu", action="store_true", help="train and evaluate on the CPU")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: write the report of what has finished so far (e.g. "
+                        "while the runs go on, or after an interruption)")
+    return parser
+
+
+def parse_options(argv) -> Tuple[StudyOptions, bool]:
+    """The study's options and whether only the report is asked for (``--report-only``)."""
+    own, fairseq_args = split_fairseq_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(own)
+    try:
+        get_tasks([*args.tasks, *args.final_tasks])
+        caps = parse_update_caps(args.finetune_max_updates, "--finetune-max-updates")
+        settings = PretrainSettings(
+            data=args.data, arch=args.arch, max_update=args.max_update,
+            checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),
+            tokens_per_sample=args.tokens_per_sample, batch_size=args.batch_size,
+            update_freq=args.update_freq, lr=args.lr,
+            warmup_updates=(args.warmup_updates if args.warmup_updates is not None
+                            else min(10000, max(1, args.max_update // 10))),
+            cpu=args.cpu, extra=tuple(fairseq_args))
+        unknown = [o for o in args.objectives if o not in available_objectives()]
+        if unknown:
+            raise ValueError(f"--objectives {unknown}: no such recipe; choose from "
+                             f"{', '.join(available_objectives())}")
+    except ValueError as e:
+        parser.error(str(e))
+    if not (args.data / "dict.txt").is_file():
+        parser.error(f"--data {args.data}: no dict.txt (prepare it with "
+                     "scripts/prepare_pretraining_data.py)")
+    return StudyOptions(
+        out=args.out, objectives=args.objectives, pretrain_seeds=args.pretrain_seeds,
+        settings=settings, glue_data=args.glue_data,
+        tasks=[t.name for t in get_tasks(args.tasks)],
+        final_tasks=[t.name for t in get_tasks(args.final_tasks)] if args.final_tasks else [],
+        seeds=args.seeds,
+        points=[Hyperparameters(args.finetune_batch_size, lr, epochs)
+                for lr in args.finetune_lr for epochs in args.finetune_epochs],
+        max_updates=caps, finetune_args=shlex.split(args.finetune_options),
+        heldout_text=args.heldout_text, heldout_sentences=args.heldout_sentences,
+        heldout_max_lines=args.heldout_max_lines, jobs=args.jobs, cpu=args.cpu,
+    ), args.report_only
+
+
+def machine() -> str:
+    import fairseq
+    import torch
+
+    device = (torch.cuda.get_device_name(0) if torch.cuda.is_available()
+              else f"CPU only ({platform.processor() or platform.machine()})")
+    return (f"{platform.platform()}, {os.cpu_count()} cores, {device}; Python "
+            f"{platform.python_version()}, torch {torch.__version__}, fairseq "
+            f"{fairseq.__version__}")
+
+
+def main(argv=None) -> None:
+    argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
+    options, report_only = parse_options(argv)
+    options.out.mkdir(parents=True, exist_ok=True)
+    timer = PhaseTimer(options.out)
+    try:
+        if report_only:
+            measures = read_measures(options)
+            scores = scores_of(collect_results(options.out / "finetune"),
+                               chosen_points(options))
+        else:
+            measures, scores = run_phases(options, timer)
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        sys.exit(f"error: {e}")
+    print("== 5/5 report", flush=True)
+    write_report(options, argv, measures, scores, timer.seconds)
+
+
+def run_phases(options: StudyOptions, timer: PhaseTimer):
+    """Phases 1-4 (taco_fairseq/comparison/study.py); returns the checkpoint measures and
+    the dev scores."""
+    set_threads(options)
+    s = options.settings
+    print(f"== 1/5 pre-training {len(options.runs)} runs "
+          f"({', '.join(r.name for r in options.runs)}) to {s.max_update} updates, "
+          f"{options.jobs} at a time", flush=True)
+    with timer.phase("pre-training"):
+        pretrain_all(options)
+    found = study_checkpoints(options)
+    print(f"== 2/5 validation loss and contextual score of {len(found)} checkpoints",
+          flush=True)
+    with timer.phase("checkpoint measures"):
+        measures = measure_checkpoints(options, found)
+    if len(options.points) > 1:
+        print(f"== 3/5 fine-tuning search over {len(options.points)} points at "
+              f"{options.last_updates} updates", flush=True)
+    else:
+        print(f"== 3/5 fine-tuning with one point: {options.points[0].label}", flush=True)
+    with timer.phase("fine-tuning search"):
+        points = search_points(options, found)
+    print(f"== 4/5 fine-tuning {len(found)} checkpoints on {', '.join(options.tasks)} "
+          f"(+ {', '.join(options.final_tasks) or 'nothing'} at the last) x seeds "
+          f"{options.seeds}", flush=True)
+    with timer.phase("fine-tuning"):
+        scores = finetune_all(options, found, points)
+    return measures, scores
+
+
+def write_report(options: StudyOptions, argv, measures, scores, timings) -> None:
+    """summary.csv, checkpoints.csv, the figures and report.md in OUT; prints the report."""
+    out = options.out
+    if not scores:
+        sys.exit(f"error: no finished fine-tuning in {out / 'finetune'} yet")
+    write_summary_csv(scores, out / "summary.csv")
+    write_checkpoints_csv(measures, out / "checkpoints.csv")
+    table = ScoreTable(scores)
+    baseline = options.objectives[0]
+    plot_figures(table, measures, baseline, out)
+    search = out / "search.json"
+    header = "\n".join([
+        "# Objective comparison", "",
+        "Command: `taco-compare " + shlex.join(argv) + "`", "",
+        f"Machine: {machine()}", "",
+        "Scores: GLUE dev, points (MCC for CoLA, F1 for MRPC, Spearman for STS-B, accuracy "
+        "otherwise); averages over the tasks fine-tuned at every checkpoint.",
+    ])
+    report = markdown_report(table, measures, baseline, header, timings,
+                             json.loads(search.read_text()) if search.is_file() else None)
+    (out / "report.md").write_text(report, encoding="utf-8")
+    print(report)
+    print(f"wrote {out / 'summary.csv'}, {out / 'checkpoints.csv'}, {out / 'report.md'} and the "
+          "figures", flush=True)
+
+
+if __name__ == "__main__":
+    main()

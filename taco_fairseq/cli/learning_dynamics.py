@@ -1,0 +1,88 @@
+"""The paper's learning-dynamics figures for a set of pre-training runs: embedding similarity
+and contextual score over updates, intra- vs inter-context similarity per run, and the online
+diagnostics of the training logs.
+
+Writes into --output-dir: contextual_score.csv/.png, intra_inter.png,
+embedding_similarity.csv/.png, embedding_similarity_pairs.csv and, for runs with a json
+training log (RUN/train.log, or --logs), online_context_similarity.png.
+
+Example:
+    taco-analyze-dynamics runs/demo/mlm runs/demo/taco \\
+        --corpus ../shared/data/corpus/wikipedia-en-2015-wikiextractor/AB.txt.xz \\
+        --max-lines 3000 --wordsim ../shared/data/wordsim353/combined.tsv \\
+        --output-dir runs/demo/figures
+"""
+
+import argparse
+from pathlib import Path
+
+from taco_fairseq.analysis import figures
+from taco_fairseq.analysis.checkpoints import run_name
+from taco_fairseq.analysis.cli import (
+    add_corpus_arguments,
+    add_pair_arguments,
+    add_run_arguments,
+    run_command,
+    run_contextual_score,
+    run_embedding_similarity,
+)
+from taco_fairseq.analysis.training_log import parse_json_log
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_run_arguments(parser)
+    add_corpus_arguments(parser)
+    add_pair_arguments(parser)
+    parser.add_argument(
+        "--logs", nargs="+", type=Path, metavar="LOG",
+        help="fairseq --log-format json logs, one per RUN in order (default: RUN/train.log "
+        "where it exists)",
+    )
+    parser.add_argument("--output-dir", type=Path, required=True)
+    args, (logs, scores, similarity) = run_command(parser, _analyses, argv)
+    out = args.output_dir
+    figures.write_csv(scores, out / "contextual_score.csv")
+    figures.plot_contextual_score(scores, out / "contextual_score.png")
+    figures.plot_intra_inter(scores, out / "intra_inter.png")
+    figures.write_csv(similarity.summary, out / "embedding_similarity.csv")
+    figures.write_csv(similarity.pairs, out / "embedding_similarity_pairs.csv")
+    figures.plot_embedding_similarity(similarity.summary, out / "embedding_similarity.png")
+    if logs:
+        figures.plot_online_diagnostics(logs, out / "online_context_similarity.png")
+    for path in sorted(out.iterdir()):
+        print(f"wrote {path}")
+
+
+def _analyses(args):
+    return _read_logs(args.runs, args.logs), run_contextual_score(args), \
+        run_embedding_similarity(args)
+
+
+def _read_logs(runs, logs):
+    """run name -> parsed json records, for the runs that have a log.
+
+    Raises:
+        ValueError: if --logs does not give one log per run.
+        FileNotFoundError: for a missing --logs file.
+    """
+    if logs is None:
+        pairs = [(run, Path(run) / "train.log") for run in runs]
+        pairs = [(run, log) for run, log in pairs if log.is_file()]
+    elif len(logs) != len(runs):
+        raise ValueError(f"--logs: give one log per run ({len(runs)}), got {len(logs)}")
+    else:
+        pairs = list(zip(runs, logs))
+    records = {}
+    for run, log in pairs:
+        if not log.is_file():
+            raise FileNotFoundError(f"--logs: no such file: {log}")
+        with log.open(encoding="utf-8") as lines:
+            records[run_name(run)] = parse_json_log(lines)
+    return records
+
+
+if __name__ == "__main__":
+    main()

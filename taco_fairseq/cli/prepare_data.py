@@ -1,0 +1,155 @@
+"""Prepare a fairseq data-bin directory for masked-LM (TACO) pre-training from raw text.
+
+Reads plain, .xz or .gz UTF-8 text (WikiExtractor output, WikiText, Project Gutenberg books,
+...), trains a SentencePiece model on the training text, encodes all splits with it and writes
+their ids as fairseq datasets (what fairseq-preprocess --only-source would write), with
+dict.txt, sentencepiece.bpe.model and prep_info.json. Layout: taco_fairseq/prep/pretraining.py;
+how input files are read: taco_fairseq/prep/corpus.py.
+
+Example (from the repository root, after `pip install -e .`):
+
+    python scripts/prepare_pretraining_data.py \\
+        --train ../shared/data/corpus/wikipedia-en-2015-wikiextractor/AA.txt.xz \\
+        --valid-docs 100 --vocab-size 30522 --workers 8 --destdir data-bin/wiki-aa
+"""
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from taco_fairseq.cli import positive_int
+from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
+from taco_fairseq.prep.vocabulary import MODEL_TYPES
+
+
+def _coverage(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser; option names match :class:`PrepareOptions` fields."""
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    files = parser.add_argument_group("splits (a document is a file, or a <doc> of WikiExtractor)")
+    files.add_argument(
+        "--train", nargs="+", type=Path, required=True, metavar="FILE", help="training text"
+    )
+    valid = files.add_mutually_exclusive_group(required=True)
+    valid.add_argument(
+        "--valid", nargs="+", type=Path, default=[], metavar="FILE", help="validation text"
+    )
+    valid.add_argument(
+        "--valid-docs",
+        type=positive_int,
+        metavar="N",
+        help="hold out the last N documents of the training input as the validation split",
+    )
+    files.add_argument(
+        "--test", nargs="+", type=Path, default=[], metavar="FILE", help="optional test text"
+    )
+    files.add_argument(
+        "--max-docs", type=positive_int, metavar="N", help="read at most N documents per file"
+    )
+    files.add_argument(
+        "--max-lines",
+        type=positive_int,
+        metavar="N",
+        help="read at most N non-empty lines per file",
+    )
+    files.add_argument(
+        "--keep-gutenberg-boilerplate",
+        action="store_true",
+        help="keep the Project Gutenberg header and footer (license) of books",
+    )
+
+    spm_group = parser.add_argument_group("SentencePiece")
+    spm_group.add_argument(
+        "--vocab-size",
+        type=positive_int,
+        default=30522,
+        help="pieces including <s> <pad> </s> <unk> (default: %(default)s, as BERT); "
+        "fairseq adds <mask>",
+    )
+    spm_group.add_argument(
+        "--model-type",
+        choices=MODEL_TYPES,
+        default="unigram",
+        help="SentencePiece algorithm (default: %(default)s, SentencePiece's default)",
+    )
+    spm_group.add_argument(
+        "--character-coverage",
+        type=_coverage,
+        default=0.9995,
+        help="fraction of the characters the model covers, rarer ones become <unk> "
+        "(default: %(default)s)",
+    )
+    spm_group.add_argument(
+        "--input-sentence-size",
+        type=positive_int,
+        default=1_000_000,
+        help="train on at most this many lines, a seeded uniform sample (bounds memory; "
+        "default: %(default)s)",
+    )
+    spm_group.add_argument("--seed", type=int, default=1, help="seed of that sample")
+
+    out = parser.add_argument_group("output")
+    out.add_argument("--destdir", type=Path, required=True, help="the data-bin directory")
+    out.add_argument(
+        "--workers",
+        type=positive_int,
+        default=os.cpu_count() or 1,
+        help="threads for SentencePiece training and encoding; the model depends on this "
+        "number (default: all CPUs, %(default)s)",
+    )
+    out.add_argument(
+        "--keep-text",
+        action="store_true",
+        help="keep the clean text in DESTDIR/text",
+    )
+    out.add_argument(
+        "--force", action="store_true", help="write into a non-empty DESTDIR, replacing outputs"
+    )
+    return parser
+
+
+def main(argv=None) -> None:
+    """Parse ``argv`` and prepare the data; exits with status 1 and a message on bad input."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        level=logging.INFO,
+        force=True,
+    )
+    options = PrepareOptions(
+        destdir=args.destdir,
+        train=args.train,
+        valid=args.valid,
+        test=args.test,
+        valid_docs=args.valid_docs,
+        vocab_size=args.vocab_size,
+        model_type=args.model_type,
+        character_coverage=args.character_coverage,
+        input_sentence_size=args.input_sentence_size,
+        seed=args.seed,
+        workers=args.workers,
+        max_docs=args.max_docs,
+        max_lines=args.max_lines,
+        strip_gutenberg=not args.keep_gutenberg_boilerplate,
+        keep_text=args.keep_text,
+        force=args.force,
+    )
+    try:
+        info = prepare_pretraining_data(options)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        sys.exit(f"error: {e}")
+    entries = {split: s["dataset_entries"] for split, s in info["splits"].items()}
+    logging.getLogger(__name__).info(
+        "wrote %s (dataset entries: %s)", args.destdir, entries
+    )

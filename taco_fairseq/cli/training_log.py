@@ -1,0 +1,38 @@
+"""Print a table of metrics over updates from a fairseq ``--log-format json`` log.
+
+Example:
+    taco-analyze-log runs/quickstart/train.log
+"""
+
+import argparse
+from pathlib import Path
+
+from taco_fairseq.analysis.training_log import format_table, parse_json_log
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("log", type=Path, help="fairseq log file (written with --log-file)")
+    parser.add_argument(
+        "--metrics", nargs="+", default=["mlm_loss", "tc_loss", "tc_accuracy"],
+        help="columns to print (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--kind", default="train_inner", choices=["train_inner", "train", "valid"],
+        help="which records: per log interval, per epoch or validation (default: %(default)s)",
+    )
+    args = parser.parse_args(argv)
+    if not args.log.is_file():
+        parser.error(f"no such log file: {args.log}")
+    with args.log.open(encoding="utf-8") as lines:
+        records = parse_json_log(lines)
+    if not any(r["kind"] == args.kind for r in records):
+        parser.error(
+            f"{args.log} has no {args.kind} json records: the run logged no updates (e.g. it "
+            "had already reached --max-update) or it was not trained with --log-format json"
+        )
+    print(format_table(records, args.metrics, args.kind))
+
+
+if __name__ == "__main__":
+    main()

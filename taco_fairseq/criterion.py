@@ -1,0 +1,484 @@
+"""The criteria: ``mlm`` (fairseq's masked-LM loss, or MLM+TP, with the online diagnostics),
+``taco`` (``mlm`` + λ · the TC loss, TACO §3.2) and ``sentence_prediction_summable`` (fairseq's
+``sentence_prediction`` whose GLUE metrics survive data-parallel validation)."""
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, NamedTuple, Optional, Union
+
+import numpy as np
+import torch
+from fairseq import modules, utils
+from fairseq.criterions import register_criterion
+from fairseq.criterions.masked_lm import MaskedLmLoss
+from fairseq.criterions.sentence_prediction import (
+    SentencePredictionConfig,
+    SentencePredictionCriterion,
+)
+from fairseq.dataclass import ChoiceEnum
+from fairseq.logging import metrics
+from fairseq.logging.meters import safe_round
+from omegaconf import II
+from torch import Tensor
+
+from .batch import CrossWorkerTacoBatch
+from .diagnostics import ContextSimilarityConfig, ContextSimilarityLogger, last_layer_states
+from .distributed import complete_negatives
+from .errors import OptionError
+from .loss import global_bias, info_nce
+
+MLM_POSITIONS = ("masked", "all")
+TC_EMBEDDINGS = ("layer-output", "token", "original-token")
+
+
+def _total(logging_outputs, key):
+    return sum(log.get(key, 0) for log in logging_outputs)
+
+
+@dataclass
+class MlmConfig(ContextSimilarityConfig):
+    mlm_positions: ChoiceEnum(MLM_POSITIONS) = field(default="masked", metadata={
+        "help": "positions whose original token is predicted: the masked ones (MLM, exactly "
+        "fairseq's masked_lm loss) or every non-padding position (MLM+TP)"})
+    tpu: bool = II("common.tpu")
+
+
+class MlmOutput(NamedTuple):
+    """One forward pass of :meth:`MlmLoss.mlm_forward`.
+
+    Attributes:
+        loss: scalar, cross-entropy summed over the predicted positions, nats.
+        sample_size: the predicted positions (the masked ones for ``--mlm-positions masked``).
+        logging_output: summable: ``mlm_loss`` (nats over the masked tokens), ``masked_tokens``,
+            ``ntokens``, ``nsentences``, ``sample_size``, with MLM+TP ``tp_loss`` (nats over
+            the unmasked tokens), and the online diagnostics.
+        inner_states: the encoder's ``return_all_hiddens`` states, ``[seq_len, batch, hidden]``.
+        hidden: ``[seq_len, batch, hidden]`` final states h (:func:`last_layer_states`).
+    """
+
+    loss: Tensor
+    sample_size: Tensor
+    logging_output: dict
+    inner_states: list
+    hidden: Tensor
+
+
+@register_criterion("mlm", dataclass=MlmConfig)
+class MlmLoss(MaskedLmLoss):
+    """Masked-LM cross-entropy over the masked positions (``--mlm-positions masked``, the MLM
+    baseline: the loss, gradient and sample size of fairseq's ``masked_lm``) or over all
+    non-padding positions (``--mlm-positions all``: MLM+TP, the paper's §5.3 ablation).
+
+    MLM+TP keeps masked LM's input (15% of the positions masked, 80/10/10) and predicts the
+    *original* token at every non-padding position, ``<s>`` and ``</s>`` included; its loss is
+    the mean over all of them (``sample_size`` = non-padding tokens). fairseq's
+    ``MaskTokensDataset`` puts the original token in ``target`` at the positions it selected
+    and padding elsewhere, where the input is the original, so
+    ``original = where(target != pad, target, src_tokens)``.
+
+    Works with the ``masked_lm`` and ``taco_masked_lm`` tasks and RoBERTa-style models.
+    Logged: ``loss`` (bits per predicted token), ``mlm_loss`` (bits per masked token, as
+    ``masked_lm``'s loss), ``ppl`` (of mlm_loss), with MLM+TP ``tp_loss`` (bits per unmasked
+    token), and the online diagnostics (:mod:`taco_fairseq.diagnostics`).
+    """
+
+    def __init__(self, cfg, task):
+        super().__init__(cfg, task)
+        self.mlm_positions = getattr(cfg, "mlm_positions", "masked")
+        self.context_similarity = ContextSimilarityLogger(cfg, task.source_dictionary)
+
+    def forward(self, model, sample, reduce=True):
+        """``(loss, sample_size, logging_output)``, as fairseq's criteria: the loss summed in
+        nats over the predicted positions, ``sample_size`` their number."""
+        out = self.mlm_forward(model, sample)
+        logging_output = {**out.logging_output, "loss": out.loss if self.tpu else out.loss.data}
+        return out.loss, out.sample_size, logging_output
+
+    def mlm_forward(self, model, sample) -> MlmOutput:
+        """The model's forward pass on ``sample`` and its (MLM or MLM+TP) loss."""
+        target = sample["target"]
+        masked = target.ne(self.padding_idx)  # [batch, seq_len]
+        if self.mlm_positions == "all":
+            target = torch.where(masked, target, sample["net_input"]["src_tokens"])
+        predicted = target.ne(self.padding_idx)
+        # as fairseq's masked_lm: when no position is predicted, project all of them
+        if self.tpu:
+            projected = None
+        elif predicted.device.type == "cpu":
+            projected = predicted if predicted.any() else None
+        else:
+            projected = torch.where(predicted.any(), predicted, predicted.new([True]))
+        logits, extra = model(
+            **sample["net_input"], masked_tokens=projected, return_all_hiddens=True
+        )
+        if projected is not None:
+            target, masked = target[projected], masked[projected]
+        token_loss = modules.cross_entropy(
+            logits.view(-1, logits.size(-1)), target.view(-1), reduction="none",
+            ignore_index=self.padding_idx,
+        )
+        masked = masked.view(-1)
+        sample_size = predicted.int().sum()
+        hidden = last_layer_states(model, extra["inner_states"])
+        logging_output = {
+            "mlm_loss": token_loss[masked].sum().data,
+            "masked_tokens": masked.int().sum(),
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["nsentences"],
+            "sample_size": sample_size,
+            **self.context_similarity.logging_output(sample, hidden),
+        }
+        if self.mlm_positions == "all":
+            logging_output["tp_loss"] = token_loss[~masked].sum().data
+        return MlmOutput(token_loss.sum(), sample_size, logging_output, extra["inner_states"],
+                         hidden)
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        """Aggregate logging outputs from data parallel training."""
+        sample_size = _total(logging_outputs, "sample_size")
+        masked = _total(logging_outputs, "masked_tokens")
+        metrics.log_scalar("loss", cls.loss_bits(logging_outputs), sample_size, round=3)
+        metrics.log_scalar("mlm_loss", _total(logging_outputs, "mlm_loss") / max(masked, 1)
+                           / math.log(2), masked, round=3)
+        metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
+        if any("tp_loss" in log for log in logging_outputs):
+            unmasked = sample_size - masked
+            metrics.log_scalar("tp_loss", _total(logging_outputs, "tp_loss") / max(unmasked, 1)
+                               / math.log(2), unmasked, round=3)
+        ContextSimilarityLogger.reduce_metrics(logging_outputs)
+
+    @staticmethod
+    def loss_bits(logging_outputs) -> float:
+        """The logged ``loss``: bits per predicted token."""
+        sample_size = _total(logging_outputs, "sample_size")
+        return _total(logging_outputs, "loss") / max(sample_size, 1) / math.log(2)
+
+
+@dataclass
+class TacoConfig(ContextSimilarityConfig):
+    tc_weight: float = field(default=1.0, metadata={
+        "help": "λ, the weight of the TC loss (0 gives masked_lm)"})
+    tc_temperature: float = field(default=0.07, metadata={
+        "help": "τ, the temperature of the cosine scores"})
+    tc_embedding: ChoiceEnum(TC_EMBEDDINGS) = field(default="layer-output", metadata={
+        "help": "e in g = h - e: the embedding layer's output for the model input (layer-output, "
+        "as the official code: token + position embedding, LayerNorm, embedding dropout), the "
+        "token-embedding row of the input token (token: at masked positions mostly the <mask> "
+        "row) or of the original token before masking (original-token, the paper's wording)"})
+    tc_detach_keys: bool = field(default=True, metadata={
+        "help": "positives and negatives carry no gradient (stop-gradient, as the official "
+        "code). True by default; fairseq's command line turns the flag --tc-detach-keys into "
+        "'false'"})
+    tpu: bool = II("common.tpu")
+
+
+class TacoLosses(NamedTuple):
+    """Summed losses of one batch (:meth:`TacoLoss.compute_losses`), unweighted.
+
+    Attributes:
+        mlm_loss: scalar, masked-LM cross-entropy summed over masked tokens, nats.
+        tc_loss: scalar float32, InfoNCE summed over anchors, nats (0 without anchors).
+        tc_correct: anchors whose positive outscores all negatives.
+        num_anchors: anchors of the batch.
+        sample_size: masked tokens of the batch.
+        skipped: 1 when the batch's TC loss is skipped for want of negatives, else 0.
+        logging_output: the MLM part's (:attr:`MlmOutput.logging_output`).
+    """
+
+    mlm_loss: Tensor
+    tc_loss: Tensor
+    tc_correct: Union[Tensor, int]
+    num_anchors: int
+    sample_size: Tensor
+    skipped: int
+    logging_output: dict
+
+
+@register_criterion("taco", dataclass=TacoConfig)
+class TacoLoss(MlmLoss):
+    """TACO: fairseq's masked-LM loss (``mlm`` with ``--mlm-positions masked``) plus λ times
+    the token-alignment contrastive loss.
+
+    The objective of one update is ``mean MLM loss over its masked tokens + λ · mean TC loss
+    over its anchors`` (NOTES.md "Objective"; the TC mean is over anchors, as the official
+    code, which equals the paper's mean of per-sequence means when all sequences are full
+    blocks). fairseq divides the gradient of the summed losses of all batches and workers of
+    an update by the summed sample size (masked tokens), so each batch returns
+
+        loss = Σ_masked CE + λ · Σ_anchors InfoNCE · max(M, 1) / max(A, 1),
+        sample_size = masked tokens,
+
+    with M and A the masked tokens and anchors of the whole update over all workers
+    (``update_totals`` of :mod:`taco_fairseq.batch`, set by ``TacoMaskedLMTask.train_step``);
+    without them (validation) the batch's own counts.
+
+    Needs the batches of ``taco_masked_lm`` and a RoBERTa-style model. Logged (summable):
+    ``mlm``'s metrics with ``loss`` = mlm_loss + λ · tc_loss (bits), plus ``tc_loss`` (bits
+    per anchor), ``tc_accuracy`` (share of anchors whose positive outscores all K negatives),
+    ``tc_anchors`` (anchors per update) and ``tc_skipped`` (batches per update whose TC loss
+    is skipped for want of negatives).
+    """
+
+    def __init__(self, cfg: TacoConfig, task):
+        super().__init__(cfg, task)
+        if not cfg.tc_weight >= 0:  # also rejects NaN
+            raise OptionError(f"--tc-weight (λ) must be >= 0, got {cfg.tc_weight}")
+        if not cfg.tc_temperature > 0:
+            raise OptionError(
+                f"--tc-temperature (τ) must be > 0 (0.07 in the paper), got {cfg.tc_temperature}"
+            )
+        task_cfg = getattr(task, "cfg", None)
+        if not hasattr(task_cfg, "tc_negatives"):
+            raise OptionError(
+                f"--criterion taco needs --task taco_masked_lm (it draws the TC positions), got "
+                f"--task {getattr(task_cfg, '_name', type(task).__name__)}"
+            )
+        if task_cfg.tc_cross_worker_negatives and not cfg.tc_detach_keys:
+            raise OptionError(
+                "--tc-cross-worker-negatives needs tc_detach_keys true (the default; drop "
+                "--tc-detach-keys): the keys gathered from other workers carry no gradient"
+            )
+        self.tc_weight = cfg.tc_weight
+        self.tc_temperature = cfg.tc_temperature
+        self.tc_embedding = cfg.tc_embedding
+        self.tc_detach_keys = cfg.tc_detach_keys
+
+    def forward(self, model, sample, reduce=True):
+        """``(loss, sample_size, logging_output)`` as fairseq's criteria; ``loss`` sums the MLM
+        loss over masked tokens and the scaled, weighted TC loss (see the class doc)."""
+        losses = self.compute_losses(model, sample)
+        totals = sample["taco"].update_totals
+        if totals is None:
+            totals = torch.tensor([float(losses.sample_size), float(losses.num_anchors)])
+        masked_total, anchor_total = totals.to(losses.tc_loss.device, torch.float32).unbind()
+        tc_scale = masked_total.clamp(min=1) / anchor_total.clamp(min=1)
+        loss = losses.mlm_loss + (self.tc_weight * tc_scale) * losses.tc_loss
+        logging_output = {
+            **losses.logging_output,
+            "loss": loss if self.tpu else loss.data,
+            "tc_loss": losses.tc_loss.data,
+            "weighted_tc_loss": self.tc_weight * losses.tc_loss.data,
+            "tc_correct": losses.tc_correct,
+            "tc_anchors": losses.num_anchors,
+            "tc_skipped": losses.skipped,
+        }
+        return loss, losses.sample_size, logging_output
+
+    def compute_losses(self, model, sample) -> TacoLosses:
+        """One forward pass: the summed MLM and TC losses of ``sample``.
+
+        Raises:
+            KeyError: if ``sample`` has no ``taco`` entry (use ``--task taco_masked_lm``).
+        """
+        if "taco" not in sample:
+            raise KeyError(
+                "the batch has no TACO positions: the taco criterion needs --task taco_masked_lm"
+            )
+        mlm = self.mlm_forward(model, sample)
+        taco = sample["taco"]
+        cross_worker = isinstance(taco, CrossWorkerTacoBatch)
+        skipped = int(getattr(taco, "skipped", False))
+        no_tc = TacoLosses(mlm.loss, mlm.loss.new_zeros((), dtype=torch.float32), 0, 0,
+                           mlm.sample_size, skipped, mlm.logging_output)
+        # cross-worker batches join the all-gather even without anchors of their own
+        if len(taco.anchor) == 0 and not cross_worker:
+            return no_tc
+        taco = taco.to(mlm.loss.device)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.tc_weight > 0):
+            # [batch, seq_len, hidden], a transposed view info_nce reads without a copy
+            vectors = self.global_bias(model, sample, mlm.hidden, mlm.inner_states)
+            if cross_worker:
+                vectors, anchor, positive, negative, dropped = complete_negatives(
+                    vectors.flatten(0, 1), taco, across_workers=taco.update_totals is not None
+                )
+                no_tc = no_tc._replace(skipped=int(dropped > 0))
+            else:
+                anchor, positive, negative = taco.anchor, taco.positive, taco.negative
+            if len(anchor) == 0:
+                return no_tc
+            tc = info_nce(
+                vectors, anchor, positive, negative, self.tc_temperature, self.tc_detach_keys
+            )
+        return no_tc._replace(tc_loss=tc.loss.sum(), tc_correct=tc.correct.sum(),
+                              num_anchors=len(anchor))
+
+    def global_bias(self, model, sample, hidden, inner_states) -> Tensor:
+        """g = h − e for every position: ``[batch, seq_len, hidden]`` float32 (TACO §3.1), from
+        the final states ``hidden`` and the encoder's ``inner_states`` (both ``[seq_len, batch,
+        hidden]``).
+
+        e by ``--tc-embedding``: ``layer-output``, the embedding layer's output
+        (``inner_states[0]``: token + position embedding, LayerNorm and, in training, the
+        embedding dropout; the official code); ``token``, the token-embedding row of the input
+        token (at masked positions the ``<mask>`` row, or the random or kept token's);
+        ``original-token``, the row of the token before masking.
+        """
+        if self.tc_embedding == "layer-output":
+            embedding = inner_states[0]  # [seq_len, batch, hidden], as the hidden states
+        else:
+            tokens = sample["net_input"]["src_tokens"]
+            if self.tc_embedding == "original-token":
+                target = sample["target"]
+                tokens = torch.where(target.ne(self.padding_idx), target, tokens)
+            embedding = model.encoder.sentence_encoder.embed_tokens(tokens).transpose(0, 1)
+        return global_bias(hidden, embedding).transpose(0, 1)
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        """Aggregate logging outputs from data parallel training."""
+        super().reduce_metrics(logging_outputs)
+        anchors = _total(logging_outputs, "tc_anchors")
+        metrics.log_scalar("tc_loss", _total(logging_outputs, "tc_loss") / max(anchors, 1)
+                           / math.log(2), anchors, round=3)
+        metrics.log_scalar("_tc_correct", _total(logging_outputs, "tc_correct"))
+        metrics.log_scalar("_tc_anchors", anchors)
+        metrics.log_derived(
+            "tc_accuracy",
+            lambda meters: safe_round(meters["_tc_correct"].sum / meters["_tc_anchors"].sum, 4)
+            if meters["_tc_anchors"].sum > 0
+            else float("nan"),
+        )
+        metrics.log_scalar("tc_anchors", anchors, round=0)
+        metrics.log_scalar("tc_skipped", _total(logging_outputs, "tc_skipped"), round=2)
+
+    @staticmethod
+    def loss_bits(logging_outputs) -> float:
+        """The logged ``loss``: mlm_loss + λ · tc_loss, in bits."""
+        masked = max(_total(logging_outputs, "masked_tokens"), 1)
+        anchors = max(_total(logging_outputs, "tc_anchors"), 1)
+        return (_total(logging_outputs, "mlm_loss") / masked + _total(
+            logging_outputs, "weighted_tc_loss") / anchors) / math.log(2)
+
+
+_CONFUSION = "_cm_"
+_MOMENTS = ("_reg_n", "_reg_x", "_reg_y", "_reg_xx", "_reg_yy", "_reg_xy")
+
+
+@register_criterion("sentence_prediction_summable", dataclass=SentencePredictionConfig)
+class SummableSentencePredictionCriterion(SentencePredictionCriterion):
+    """fairseq's ``sentence_prediction`` whose GLUE metrics survive data-parallel validation.
+
+    fairseq's criterion logs, in validation with ``--report-mcc``, ``--report-acc-and-f1`` or
+    ``--report-pearson-and-spearman``, the *lists* of each batch's predictions and targets yet
+    declares its logging outputs summable; with several workers fairseq adds them up
+    (``Trainer._fast_stat_sync_sum``), which fails on lists. This criterion computes loss,
+    accuracy and predictions as fairseq's, but logs sums instead:
+
+    * classification: the confusion matrix, one count per (gold, predicted) pair of label
+      values (``_cm_{gold}_{pred}``; the integer labels fairseq reports), from which accuracy,
+      ``mcc`` (``--report-mcc``), F1 of label 1 (``f1``, fairseq's default) and ``acc_and_f1``
+      (``--report-acc-and-f1``) follow exactly (:func:`confusion_metrics`);
+    * regression: n, Σx, Σy, Σx², Σy², Σxy (``_reg_*``, float64), from which ``pearson``
+      (``--report-pearson-and-spearman``) follows exactly (:func:`pearson_from_moments`).
+
+    Spearman's correlation needs the ranks of all predictions and is not logged (the GLUE
+    runner computes it from the saved dev predictions). Metrics are in points (0-100).
+
+    Raises:
+        ValueError: ``--report-mcc``/``--report-acc-and-f1`` with non-integer class labels.
+    """
+
+    def __init__(self, cfg: SentencePredictionConfig, task):
+        super().__init__(cfg, task)
+        if self.keep_pred_and_targ and not self.regression_target:
+            nspecial = self.label_dict.nspecial
+            symbols = self.label_dict.symbols[nspecial:nspecial + task.cfg.num_classes]
+            try:
+                self.label_values = sorted(int(s) for s in symbols)
+            except ValueError:
+                raise ValueError(
+                    "--report-mcc/--report-acc-and-f1 need integer class labels (as GLUE's "
+                    f"CoLA, MRPC, QQP); the label dictionary has {symbols}"
+                ) from None
+
+    def forward(self, model, sample, reduce=True):
+        """As fairseq's ``sentence_prediction``, the prediction/target lists replaced by
+        summable statistics."""
+        loss, sample_size, logging_output = super().forward(model, sample, reduce)
+        pred = logging_output.pop("pred", None)
+        targ = logging_output.pop("targ", None)
+        if pred is not None and self.regression_target:
+            x, y = (torch.tensor(v, dtype=torch.float64) for v in (pred, targ))
+            moments = (len(pred), x.sum(), y.sum(), (x * x).sum(), (y * y).sum(), (x * y).sum())
+            logging_output.update({key: float(v) for key, v in zip(_MOMENTS, moments)})
+        elif pred is not None:
+            # every pair is logged, zeros included: all workers must log the same keys
+            counts = Counter(zip(targ, pred))
+            logging_output.update({f"{_CONFUSION}{g}_{p}": counts[g, p]
+                                   for g in self.label_values for p in self.label_values})
+        return loss, sample_size, logging_output
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        """fairseq's loss and accuracy, plus ``mcc``/``f1``/``acc_and_f1``/``pearson`` from
+        the summed statistics (hidden ``_cm_*``/``_reg_*`` meters)."""
+        super().reduce_metrics(logging_outputs)
+        if not logging_outputs:
+            return
+        keys = [k for k in logging_outputs[0] if k.startswith(_CONFUSION) or k in _MOMENTS]
+        for key in keys:
+            metrics.log_scalar(key, sum(float(log.get(key, 0)) for log in logging_outputs))
+
+        def reported(flag):
+            return any(log.get(flag, False) for log in logging_outputs)
+
+        if keys and keys[0].startswith(_CONFUSION):
+            if reported("report_mcc"):
+                metrics.log_derived("mcc", lambda m: _confusion_metric(m, "mcc"))
+            if reported("report_acc_and_f1"):
+                metrics.log_derived("f1", lambda m: _confusion_metric(m, "f1"))
+                metrics.log_derived("acc_and_f1", lambda m: (
+                    _confusion_metric(m, "f1") + _confusion_metric(m, "accuracy")) / 2)
+        elif keys and reported("report_pearson_and_spearman"):
+            metrics.log_derived(
+                "pearson", lambda m: pearson_from_moments(*(m[k].sum for k in _MOMENTS))
+            )
+
+
+def _confusion_metric(meters, name):
+    pairs = [k[len(_CONFUSION):].split("_") for k in meters if k.startswith(_CONFUSION)]
+    values = sorted({int(gold) for gold, _ in pairs})
+    confusion = np.array([[meters[f"{_CONFUSION}{g}_{p}"].sum for p in values] for g in values])
+    positive = values.index(1) if 1 in values else None  # F1 of label 1, as fairseq's
+    return confusion_metrics(confusion, positive).get(name, float("nan"))
+
+
+def confusion_metrics(confusion: np.ndarray, positive: Optional[int] = None) -> Dict[str, float]:
+    """Accuracy, Matthews correlation and (with ``positive``) F1 from a confusion matrix, in
+    points: scikit-learn's ``matthews_corrcoef`` and ``f1_score`` (0 without any positive)
+    over the (gold, predicted) pairs weighted by their counts.
+
+    Args:
+        confusion: ``[classes, classes]`` counts, ``confusion[gold, predicted]``.
+        positive: the class index whose F1 is wanted (GLUE: the paraphrase/duplicate class).
+
+    Raises:
+        ValueError: an empty matrix (no examples).
+    """
+    from sklearn.metrics import f1_score, matthews_corrcoef  # only when metrics are derived
+
+    confusion = np.asarray(confusion, dtype=np.float64)
+    if confusion.sum() <= 0:
+        raise ValueError("no examples: the confusion matrix is all zeros")
+    gold, predicted = (index.ravel() for index in np.indices(confusion.shape))
+    weight = confusion.ravel()
+    result = {"accuracy": 100.0 * np.trace(confusion) / confusion.sum(),
+              "mcc": 100.0 * matthews_corrcoef(gold, predicted, sample_weight=weight)}
+    if positive is not None:
+        result["f1"] = 100.0 * f1_score(gold, predicted, pos_label=positive,
+                                        sample_weight=weight, zero_division=0)
+    return result
+
+
+def pearson_from_moments(n: float, sx: float, sy: float, sxx: float, syy: float,
+                         sxy: float) -> float:
+    """Pearson's r (in points) of n pairs (x, y) from the sums Σx, Σy, Σx², Σy², Σxy:
+    (n·Σxy − Σx·Σy) / √((n·Σx² − (Σx)²)(n·Σy² − (Σy)²)); NaN when either variance is 0
+    (as scipy). Sums should be float64: the formula subtracts numbers of size n²·x²."""
+    covariance = n * sxy - sx * sy
+    variance = (n * sxx - sx * sx) * (n * syy - sy * sy)
+    if variance <= 0:
+        return math.nan
+    return 100.0 * covariance / math.sqrt(variance)

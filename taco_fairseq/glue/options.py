@@ -1,0 +1,90 @@
+"""Command-line options shared by the GLUE commands that fine-tune (``taco-glue``,
+``taco-glue-sweep``, ``taco-compare``)."""
+
+import argparse
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+from .recipes import SIZES, default_point
+from .runner import RunnerOptions
+from .tasks import TASKS, GlueTask, get_tasks
+
+
+def split_fairseq_args(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """``(own arguments, fairseq-train arguments)``: those after a ``--`` go to fairseq."""
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+def add_runner_options(parser: argparse.ArgumentParser) -> None:
+    """``--data --out --tasks --seeds --recipe --pretraining-data --cpu --delete-checkpoints``."""
+    parser.add_argument("--data", type=Path, required=True,
+                        help="prepared GLUE directory (scripts/prepare_glue.py --destdir)")
+    parser.add_argument("--out", type=Path, required=True, help="output directory of the runs")
+    parser.add_argument("--tasks", nargs="+", metavar="TASK",
+                        help=f"of {', '.join(TASKS)} (default: every task prepared in --data)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4],
+                        help="fine-tuning seeds (default: %(default)s, the paper's 4 runs)")
+    parser.add_argument("--recipe", choices=SIZES, default="small",
+                        help="the recipes examples/taco/config/finetuning/<task>_<RECIPE>.yaml "
+                        "(the architecture and positions come from the checkpoint); their "
+                        "batch size, lr and epochs are the single-run default: "
+                        + "; ".join(f"{s}: {default_point(s)}" for s in SIZES)
+                        + " (default: %(default)s)")
+    parser.add_argument("--pretraining-data", type=Path,
+                        help="the checkpoints' pre-training data-bin, for the dictionary check "
+                        "(default: the path recorded in each checkpoint)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="train (adds --cpu for fairseq) and predict on the CPU")
+    parser.add_argument("--delete-checkpoints", action="store_true",
+                        help="delete each run's checkpoint_best.pt once its dev predictions "
+                        "are written (no test-set predictions then)")
+    parser.add_argument("--max-updates", nargs="+", default=[], metavar="TASK=N",
+                        help="cap a task's updates, its learning-rate schedule ending there "
+                        "(e.g. SST-2=1000 on a CPU)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs side by side (default: 1)")
+
+
+def selected_tasks(args) -> Tuple[GlueTask, ...]:
+    """``--tasks``, or every task prepared in ``--data``.
+
+    Raises:
+        FileNotFoundError: no task is prepared in ``--data``.
+    """
+    names = args.tasks or [t for t in TASKS if (args.data / t).is_dir()]
+    if not names:
+        raise FileNotFoundError(f"no prepared GLUE task in {args.data}")
+    return get_tasks(names)
+
+
+def parse_update_caps(specs: Sequence[str], option: str = "--max-updates") -> Dict[str, int]:
+    """``TASK=N`` entries → {GLUE task name: N}.
+
+    Raises:
+        ValueError: an entry is not ``TASK=N`` with N >= 1, or names no GLUE task.
+    """
+    caps = {}
+    for spec in specs:
+        task, sep, value = spec.partition("=")
+        if not sep or not value.isdigit() or int(value) < 1:
+            raise ValueError(f"{option}: expected TASK=N with N >= 1, got {spec!r}")
+        caps[get_tasks([task])[0].name] = int(value)
+    return caps
+
+
+def runner_options(args, fairseq_args: Sequence[str]) -> RunnerOptions:
+    """The :class:`RunnerOptions` of parsed options and the fairseq arguments after ``--``.
+
+    Raises:
+        ValueError: as :func:`parse_update_caps`.
+    """
+    return RunnerOptions(
+        data_dir=args.data, out_dir=args.out, pretraining_data=args.pretraining_data,
+        fairseq_args=(["--cpu"] if args.cpu else []) + list(fairseq_args), cpu=args.cpu,
+        keep_checkpoints=not args.delete_checkpoints,
+        max_updates=parse_update_caps(args.max_updates), recipe=args.recipe,
+    )

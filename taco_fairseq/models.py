@@ -1,0 +1,133 @@
+"""RoBERTa at the BERT miniature sizes (Turc et al., 2019), with the options of the paper's
+frozen-embedding study.
+
+``roberta_{tiny,mini,small,medium}`` are architectures of :class:`TacoRobertaModel`, fairseq's
+``RobertaModel`` with two more options (``--arch taco_roberta``: RoBERTa-base sizes, changed
+with fairseq's size options); ``roberta_small`` is the paper's BERT-small (L=4,
+H=512, A=8, FFN 2048). Otherwise fairseq's RoBERTa defaults (learned positions, post-norm,
+tied input/output embeddings unless ``--untie-weights-roberta``); ``safe_getattr`` keeps what a
+hydra config or the command line sets.
+
+The frozen-embedding study (§2.2, Figure 4) trains with the token-embedding matrix
+``encoder.sentence_encoder.embed_tokens.weight`` (``[vocab, hidden]``) frozen, initialized at
+random or from a well-trained checkpoint. Tied, it is also the LM head's output projection;
+untied, only the input embedding is frozen. Position embeddings, the embedding LayerNorm and
+the rest of the LM head train. The matrix gets ``requires_grad = False`` before fairseq builds
+its optimizer, which then never holds it (no update, no weight decay, no share of the gradient
+norm). As model options they work with any task (``masked_lm`` with ``--criterion mlm`` too).
+"""
+
+import logging
+from pathlib import Path
+
+import torch
+from fairseq import checkpoint_utils
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.roberta import RobertaModel
+from fairseq.models.roberta.model import base_architecture
+from fairseq.utils import safe_getattr
+
+from .errors import InputNotFoundError, OptionError
+
+logger = logging.getLogger(__name__)
+
+#: name -> (layers, hidden, attention heads, FFN hidden)
+SIZES = {
+    "roberta_tiny": (2, 128, 2, 512),
+    "roberta_mini": (4, 256, 4, 1024),
+    "roberta_small": (4, 512, 8, 2048),
+    "roberta_medium": (8, 512, 8, 2048),
+}
+
+#: Name of the token-embedding matrix in a RoBERTa state dict.
+TOKEN_EMBEDDING_KEY = "encoder.sentence_encoder.embed_tokens.weight"
+
+
+@register_model("taco_roberta")
+class TacoRobertaModel(RobertaModel):
+    """fairseq's ``RobertaModel`` with ``--freeze-token-embeddings`` and
+    ``--init-token-embeddings-from`` (see the module doc).
+
+    A checkpoint trained with ``--init-token-embeddings-from`` records the source path; a
+    loader rebuilding the model from it reads that file again unless it passes
+    ``arg_overrides={"init_token_embeddings_from": None}`` (:mod:`taco_fairseq.hub` does).
+    """
+
+    @staticmethod
+    def add_args(parser):
+        RobertaModel.add_args(parser)
+        parser.add_argument(
+            "--freeze-token-embeddings", action="store_true",
+            help="never update the token-embedding matrix (with tied weights also the output "
+            "projection)",
+        )
+        parser.add_argument(
+            "--init-token-embeddings-from", metavar="CHECKPOINT",
+            help="copy the token-embedding matrix from this checkpoint before training (same "
+            "dictionary and hidden size); default: random initialization",
+        )
+
+    @classmethod
+    def build_model(cls, args, task):
+        """fairseq's RoBERTa with the token-embedding options applied.
+
+        Raises:
+            InputNotFoundError: the checkpoint of ``--init-token-embeddings-from`` is missing.
+            OptionError: it has no token-embedding matrix of the model's shape.
+        """
+        model = super().build_model(args, task)
+        weight = model.encoder.sentence_encoder.embed_tokens.weight
+        source = safe_getattr(args, "init_token_embeddings_from", None)
+        if source:
+            embedding = load_token_embeddings(source)
+            if embedding.shape != weight.shape:
+                raise OptionError(
+                    f"--init-token-embeddings-from {source}: its token embeddings are "
+                    f"{tuple(embedding.shape)}, the model's {tuple(weight.shape)} [vocab, "
+                    "hidden]; use a checkpoint trained on the same dict.txt with the same "
+                    "hidden size"
+                )
+            with torch.no_grad():
+                weight.copy_(embedding)
+            logger.info("token embeddings copied from %s", source)
+        if safe_getattr(args, "freeze_token_embeddings", False):
+            weight.requires_grad_(False)
+            tied = weight is model.encoder.lm_head.weight
+            logger.info("token embeddings frozen%s", " (tied: also the output projection)"
+                        if tied else "")
+        return model
+
+
+def load_token_embeddings(path: str) -> torch.Tensor:
+    """The ``[vocab, hidden]`` token-embedding matrix of a fairseq RoBERTa checkpoint.
+
+    Raises:
+        InputNotFoundError: naming the option and the path.
+        OptionError: if the checkpoint has no :data:`TOKEN_EMBEDDING_KEY`.
+    """
+    if not Path(path).is_file():
+        raise InputNotFoundError(f"--init-token-embeddings-from: no such checkpoint: {path}")
+    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    if TOKEN_EMBEDDING_KEY not in state["model"]:
+        raise OptionError(
+            f"--init-token-embeddings-from {path}: no {TOKEN_EMBEDDING_KEY} in the checkpoint "
+            "(not a RoBERTa model?)"
+        )
+    return state["model"][TOKEN_EMBEDDING_KEY]
+
+
+def _register(name, layers, hidden, heads, ffn):
+    @register_model_architecture("taco_roberta", name)
+    def architecture(args):
+        args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
+        args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", hidden)
+        args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", heads)
+        args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", ffn)
+        base_architecture(args)
+
+    architecture.__name__ = f"{name}_architecture"
+
+
+register_model_architecture("taco_roberta", "taco_roberta")(base_architecture)
+for _name, _size in SIZES.items():
+    _register(_name, *_size)

@@ -1,0 +1,1 @@
+"""Data preparation: raw text -> pre-training data-bin; GLUE TSV -> data-bin."""

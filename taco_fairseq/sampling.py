@@ -1,0 +1,189 @@
+"""Positions of the anchors, positives and negatives of TACO's TC loss for one batch.
+
+TACO §3.1 ("Positive pairs", "Negative pairs") and the official implementation's choices
+(../shared/paper/NOTES.md):
+
+* positive: another token of the anchor's sequence, at an offset drawn uniformly from
+  {−W//2, …, W//2} \\ {0}; when that position is outside the sequence (or not a candidate
+  token), a uniformly random other candidate token of the same sequence instead;
+* negatives: K tokens drawn uniformly, with replacement, from the candidate tokens of the
+  *other* sequences of the batch.
+
+The sampler is numpy (the data loader's worker processes run it at collate time). Positions
+are flat indices ``row * seq_len + column`` into the padded ``[batch, seq_len]`` batch.
+:func:`outside_row` is the one rule for "uniform over a pool, the anchor's row left out"; the
+cross-worker negatives (:mod:`taco_fairseq.distributed`) and the diagnostics' partners
+(:mod:`taco_fairseq.diagnostics`) use it too, on torch tensors via :func:`uniform_below`.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+
+class ContrastivePositions(NamedTuple):
+    """Sampled positions of one batch, all int64 flat indices into ``[batch * seq_len]``.
+
+    Attributes:
+        anchor: ``[anchors]``.
+        positive: ``[anchors]``, same row as the anchor, never the anchor itself.
+        negative: ``[anchors, K]``, rows other than the anchor's; sorted within each anchor's
+            row (the loss does not depend on their order; repeats end up side by side).
+    """
+
+    anchor: np.ndarray
+    positive: np.ndarray
+    negative: np.ndarray
+
+
+class CrossWorkerPositions(NamedTuple):
+    """Positions of one worker's batch whose negatives are drawn across workers
+    (``--tc-cross-worker-negatives``, :mod:`taco_fairseq.distributed`).
+
+    Attributes:
+        anchor, positive: ``[anchors]`` int64, as in :class:`ContrastivePositions`.
+        candidates: ``[candidates]`` int64 flat indices of the batch's candidate tokens in
+            row-major order (the worker's share of the global pool of negatives).
+        anchor_row_start: ``[anchors]`` int64, index in ``candidates`` of the first candidate
+            of the anchor's row.
+        anchor_row_length: ``[anchors]`` int64, candidates in the anchor's row.
+        negative_uniform: ``[anchors, K]`` float64 in [0, 1), the variates that select the K
+            negatives among all workers' candidates outside the anchor's row.
+    """
+
+    anchor: np.ndarray
+    positive: np.ndarray
+    candidates: np.ndarray
+    anchor_row_start: np.ndarray
+    anchor_row_length: np.ndarray
+    negative_uniform: np.ndarray
+
+
+def outside_row(draw, row_start, row_length):
+    """The pool index of the ``draw``-th element outside the block ``[row_start, row_start +
+    row_length)`` of a pool: ``draw + row_length`` where ``draw >= row_start``, else ``draw``.
+
+    With ``draw`` uniform over ``[0, pool − row_length)`` the result is uniform over the pool
+    without the block (the anchor's row, or the anchor itself with ``row_length`` 1).
+    Element-wise, on numpy arrays or torch tensors (broadcasting).
+    """
+    return draw + (draw >= row_start) * row_length
+
+
+def uniform_below(uniform: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
+    """``floor(u · bound)`` as int64 in ``[0, bound − 1]``, for variates ``u`` in [0, 1) (a
+    product that rounds up to ``bound`` is clamped; ``bound`` 0 gives 0)."""
+    return torch.minimum((uniform * bound).long(), (bound - 1).clamp(min=0))
+
+
+def sample_contrastive_positions(
+    candidate: np.ndarray,
+    anchor_mask: np.ndarray,
+    window: int,
+    num_negatives: int,
+    rng: np.random.Generator,
+) -> ContrastivePositions:
+    """Draw one positive and ``num_negatives`` negatives for every eligible anchor.
+
+    An anchor is eligible when ``anchor_mask`` and ``candidate`` hold at its position, its
+    sequence has another candidate token (a positive exists) and some other sequence has a
+    candidate token (negatives exist): a batch whose candidates all lie in one sequence has
+    no anchors.
+
+    Args:
+        candidate: ``[batch, seq_len]`` bool, tokens that may be anchors, positives or negatives
+            (not padding; special tokens unless excluded).
+        anchor_mask: ``[batch, seq_len]`` bool, the positions asked to be anchors.
+        window: W, odd and >= 3.
+        num_negatives: K >= 1.
+        rng: the generator to draw from (seeded per batch for reproducibility).
+
+    Returns:
+        :class:`ContrastivePositions` (empty arrays, ``negative`` ``[0, K]``, without anchors).
+
+    Raises:
+        ValueError: on masks of different shapes, an even or too small window, or K < 1.
+    """
+    _check_arguments(candidate, anchor_mask, window, num_negatives)
+    rows = _RowPool(candidate)
+    eligible_row = (rows.length >= 2) & (rows.size - rows.length >= 1)
+    anchor, positive = _anchors_and_positives(rows, anchor_mask, eligible_row, window, rng)
+    row = anchor // rows.seq_len
+    n_row = rows.length[row][:, None]
+    draw = rng.integers(0, rows.size - n_row, size=(len(anchor), num_negatives))
+    negative = np.sort(rows.pool[outside_row(draw, rows.start[row][:, None], n_row)], axis=1)
+    return ContrastivePositions(anchor, positive, negative.reshape(len(anchor), num_negatives))
+
+
+def sample_cross_worker_positions(
+    candidate: np.ndarray,
+    anchor_mask: np.ndarray,
+    window: int,
+    num_negatives: int,
+    rng: np.random.Generator,
+) -> CrossWorkerPositions:
+    """Draw positives as :func:`sample_contrastive_positions`, and K uniform variates per
+    anchor instead of negatives: the loader cannot see the other workers' tokens, so the
+    criterion maps the variates to negatives after an all-gather
+    (:func:`taco_fairseq.distributed.global_negative_index`).
+
+    An anchor is eligible when ``anchor_mask`` and ``candidate`` hold at its position and its
+    sequence has another candidate token; whether negatives exist depends on all workers.
+    Arguments and errors as :func:`sample_contrastive_positions`.
+    """
+    _check_arguments(candidate, anchor_mask, window, num_negatives)
+    rows = _RowPool(candidate)
+    anchor, positive = _anchors_and_positives(rows, anchor_mask, rows.length >= 2, window, rng)
+    row = anchor // rows.seq_len
+    return CrossWorkerPositions(
+        anchor,
+        positive,
+        rows.pool.astype(np.int64),
+        rows.start[row].astype(np.int64),
+        rows.length[row].astype(np.int64),
+        rng.random((len(anchor), num_negatives)),
+    )
+
+
+def _check_arguments(candidate, anchor_mask, window, num_negatives) -> None:
+    if candidate.shape != anchor_mask.shape or candidate.ndim != 2:
+        raise ValueError(
+            f"candidate {candidate.shape} and anchor_mask {anchor_mask.shape} must both be "
+            "[batch, seq_len]"
+        )
+    if window < 3 or window % 2 == 0:
+        raise ValueError(f"window must be an odd integer >= 3, got {window}")
+    if num_negatives < 1:
+        raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
+
+
+class _RowPool:
+    """The candidate positions of a ``[batch, seq_len]`` mask, row by row."""
+
+    def __init__(self, candidate: np.ndarray):
+        self.candidate = candidate
+        self.seq_len = candidate.shape[1]
+        self.pool = np.flatnonzero(candidate)  # candidate positions, row-major
+        self.size = len(self.pool)
+        self.length = candidate.sum(axis=1)  # candidates per row
+        self.start = np.concatenate([[0], np.cumsum(self.length)[:-1]])  # row's offset in pool
+        self.rank = np.cumsum(candidate, axis=1) - 1  # rank of a candidate within its row
+
+
+def _anchors_and_positives(rows: _RowPool, anchor_mask, eligible_row, window, rng):
+    """Anchors (asked, candidate, in an eligible row) and one positive each, int64."""
+    candidate, seq_len = rows.candidate, rows.seq_len
+    anchor = np.flatnonzero(anchor_mask & candidate & eligible_row[:, None]).astype(np.int64)
+    if len(anchor) == 0:
+        return anchor, anchor
+    row, column = np.divmod(anchor, seq_len)
+    # a window offset, or a uniformly random other candidate of the row
+    half = window // 2
+    draw = rng.integers(0, 2 * half, size=len(anchor))
+    target = column + np.where(draw < half, draw - half, draw - half + 1)
+    target_clipped = np.clip(target, 0, seq_len - 1)
+    in_window = (target == target_clipped) & candidate[row, target_clipped]
+    other = outside_row(rng.integers(0, rows.length[row] - 1), rows.rank[row, column], 1)
+    fallback = rows.pool[rows.start[row] + other]
+    return anchor, np.where(in_window, row * seq_len + target_clipped, fallback).astype(np.int64)

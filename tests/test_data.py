@@ -1,0 +1,145 @@
+"""The data side of taco_masked_lm: the TC positions the collater adds (a typed
+:mod:`taco_fairseq.batch` record, property-based over odd batches) and the update totals each
+batch carries."""
+
+import numpy as np
+import torch
+from fairseq.data import iterators
+from fairseq.trainer import Trainer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from batches import FixedBatch, masked_lm_batches
+from conftest import fairseq_setup
+from taco_fairseq.batch import CrossWorkerTacoBatch, TacoBatch
+from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotalsIterator
+
+
+def _batches(sizes):
+    return [{"n": s} if s is not None else {} for s in sizes]
+
+
+def _counts(batch):
+    return {"items": batch["n"]}
+
+
+def test_groups_follow_update_freq_and_keep_placeholders_empty():
+    batches = _batches([1, 2, 3, 4, 5, None, 7])
+    out = list(UpdateTotalsIterator(iterators.CountingIterator(batches), 3, _counts))
+    assert [b.get("update_totals") for b in out] == [
+        {"items": 6}, {"items": 6}, {"items": 6},
+        {"items": 9}, {"items": 9}, None,  # fairseq's placeholder for an exhausted shard
+        {"items": 7},
+    ]
+    assert out[5] == {}
+
+
+def test_grouped_like_fairseq_train_and_take_reaches_the_inner_iterator():
+    inner = iterators.CountingIterator(_batches(range(1, 8)))
+    outer = iterators.CountingIterator(UpdateTotalsIterator(inner, 2, _counts), start=0, total=7)
+    grouped = iterators.GroupedIterator(outer, 2, skip_remainder_batch=True)
+    groups = list(grouped)
+    assert [[b["update_totals"]["items"] for b in g] for g in groups] == [[3, 3], [7, 7], [11, 11]]
+    # the remainder batch was cut on the inner iterator too: the epoch ends there
+    assert not inner.has_next()
+    assert inner.n == 6
+
+
+def test_the_update_after_a_skipped_one_uses_its_own_totals(synthetic_databin, monkeypatch):
+    """fairseq's Trainer skips an update on an fp16 overflow (its FP16Optimizer raises
+    OverflowError from clip_grad_norm) without advancing num_updates; the next update's TC
+    term must still be scaled with the masked tokens and anchors of its own batch group."""
+    cfg, task, model, criterion = fairseq_setup(
+        synthetic_databin, "--update-freq", "2", "--optimizer", "adam", "--lr", "1e-4")
+    trainer = Trainer(cfg, task, model, criterion)
+    batches = task.get_batch_iterator(task.dataset("valid"), max_sentences=3, seed=1)
+    batches = batches.next_epoch_itr(shuffle=False)
+    groups = [[next(batches), next(batches)] for _ in range(2)]
+    own = [[g[0]["update_totals"][k] for k in ("masked_tokens", "anchors")] for g in groups]
+    assert own[0] != own[1]
+
+    used = []  # update totals the criterion scales the TC term with, batch by batch
+    forward = criterion.forward
+    monkeypatch.setattr(criterion, "forward", lambda model, sample, reduce=True: (
+        used.append(sample["taco"].update_totals.tolist()), forward(model, sample, reduce))[1])
+    clip = trainer.optimizer.clip_grad_norm
+    overflows = [OverflowError("gradient overflow (simulated)")]
+
+    def clip_grad_norm(*args, **kwargs):
+        if overflows:
+            raise overflows.pop()
+        return clip(*args, **kwargs)
+
+    monkeypatch.setattr(trainer.optimizer, "clip_grad_norm", clip_grad_norm)
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)  # fairseq's grad_norm
+
+    trainer.train_step(groups[0])
+    assert trainer.get_num_updates() == 0 and not overflows  # skipped
+    trainer.train_step(groups[1])
+    assert trainer.get_num_updates() == 1
+    assert used == [own[0], own[0], own[1], own[1]]
+
+
+def _expected_anchors(batch, positions, exclude_special, cross_worker, pad=1, special=(0, 2)):
+    """The anchors, written out position by position."""
+    tokens = batch["net_input"]["src_tokens"].tolist()
+    target = batch["target"].tolist()
+    candidate = [[t != pad and not (exclude_special and t in special) for t in row]
+                 for row in tokens]
+    per_row = [sum(row) for row in candidate]
+    anchors = []
+    for r, row in enumerate(candidate):
+        others = sum(per_row) - per_row[r]
+        if per_row[r] < 2 or (others == 0 and not cross_worker):
+            continue
+        for c, is_candidate in enumerate(row):
+            masked = target[r][c] != pad
+            wanted = {"all": True, "masked": masked, "unmasked": not masked}[positions]
+            if is_candidate and wanted:
+                anchors.append(r * len(row) + c)
+    return anchors, candidate
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=masked_lm_batches(), positions=st.sampled_from(TC_POSITIONS),
+       exclude_special=st.booleans(), cross_worker=st.booleans(), k=st.integers(1, 8),
+       window=st.sampled_from([3, 5, 9]))
+def test_collated_positions_hold_the_sampler_invariants(
+    batch, positions, exclude_special, cross_worker, k, window
+):
+    dataset = ContrastiveSamplingDataset(
+        FixedBatch(batch), pad_idx=1, excluded_tokens=(0, 2) if exclude_special else (),
+        positions=positions, window=window, num_negatives=k, seed=1, cross_worker=cross_worker,
+    )
+    taco = dataset.collater([])["taco"]
+    assert isinstance(taco, CrossWorkerTacoBatch if cross_worker else TacoBatch)
+    assert taco.update_totals is None  # set by train_step only
+    expected, candidate = _expected_anchors(batch, positions, exclude_special, cross_worker)
+    assert taco.anchor.tolist() == expected
+    seq_len = batch["net_input"]["src_tokens"].size(1)
+    flat = np.array(candidate).ravel()
+    anchor, positive = taco.anchor.numpy(), taco.positive.numpy()
+    assert np.all(positive // seq_len == anchor // seq_len) and np.all(positive != anchor)
+    assert flat[positive].all()
+    per_row = np.array(candidate).sum(1)
+    if cross_worker:
+        assert taco.candidates.tolist() == np.flatnonzero(flat).tolist()
+        assert np.array_equal(taco.anchor_row_length.numpy(), per_row[anchor // seq_len])
+        uniform = taco.negative_uniform.numpy()
+        assert uniform.shape == (len(anchor), k) and np.all((uniform >= 0) & (uniform < 1))
+        assert not taco.dummy
+    else:
+        negative = taco.negative.numpy()
+        assert negative.shape == (len(anchor), k) and flat[negative].all()
+        assert np.all(negative // seq_len != (anchor // seq_len)[:, None])
+        assert taco.skipped == ((per_row > 0).sum() < 2)
+        available = per_row.sum() - per_row[anchor // seq_len]
+        assert taco.available_negatives == (int(available.min()) if len(anchor) else 0)
+
+
+def test_positions_move_to_a_device_as_one_record():
+    taco = TacoBatch(torch.tensor([0]), torch.tensor([1]), negative=torch.tensor([[2]]),
+                     skipped=False, available_negatives=1)
+    moved = taco.to(torch.device("meta"))
+    assert moved.anchor.device.type == "meta" and moved.negative.device.type == "meta"
+    assert taco.anchor.device.type == "cpu" and moved.available_negatives == 1

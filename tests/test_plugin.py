@@ -1,0 +1,37 @@
+"""What ``import taco_fairseq`` (and ``--user-dir taco_fairseq``) loads: the plugin modules and
+their registrations, none of the tools."""
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO
+
+TOOLS = ("prep", "glue", "analysis", "hf_export", "comparison", "benchmark", "cli")
+
+
+def test_import_loads_only_the_plugin_and_registers_everything():
+    script = """
+import json, sys
+import taco_fairseq
+from fairseq.criterions import CRITERION_REGISTRY
+from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.tasks import TASK_REGISTRY
+print(json.dumps({
+    "modules": sorted(m for m in sys.modules if m.startswith("taco_fairseq")),
+    "task": "taco_masked_lm" in TASK_REGISTRY,
+    "criteria": [c for c in ("taco", "mlm", "sentence_prediction_summable")
+                 if c in CRITERION_REGISTRY],
+    "archs": [a for a in ("roberta_tiny", "roberta_mini", "roberta_small", "roberta_medium")
+              if a in ARCH_MODEL_REGISTRY],
+}))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=REPO, check=True)
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    tools = [m for m in loaded["modules"] if m.split(".")[1:2] and m.split(".")[1] in TOOLS]
+    assert tools == []
+    assert "taco_fairseq.hub" not in loaded["modules"]  # imported on demand
+    assert {"taco_fairseq.task", "taco_fairseq.criterion", "taco_fairseq.models",
+            "taco_fairseq.loss"} <= set(loaded["modules"])
+    assert loaded["task"] and len(loaded["criteria"]) == 3 and len(loaded["archs"]) == 4

@@ -1,0 +1,202 @@
+"""End to end: raw corpus files -> fairseq data-bin (dict.txt, SentencePiece model, .bin/.idx)."""
+
+import gzip
+import json
+import re
+
+import pytest
+import sentencepiece as spm
+import torch
+from fairseq.data import Dictionary, data_utils
+
+from conftest import run_script
+from taco_fairseq.prep.corpus import read_document_lines
+from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
+
+
+
+@pytest.fixture(scope="module")
+def databin(tmp_path_factory, wikipedia_aa, wikitext_test):
+    """600 lines of Wikipedia articles + 600 WikiText lines; the last 2 documents (the last
+    article, cut at 600 lines, and WikiText) are the validation split. Written over a
+    directory holding a stale output and a foreign file (``force``)."""
+    destdir = tmp_path_factory.mktemp("databin")
+    (destdir / "test.bin").write_bytes(b"stale output of an earlier run")
+    (destdir / "notes.md").write_text("not an output")
+    options = PrepareOptions(
+        destdir=destdir,
+        train=[wikipedia_aa, wikitext_test],
+        valid_docs=2,
+        vocab_size=1000,
+        max_lines=600,
+        workers=2,
+        keep_text=True,
+        force=True,
+    )
+    info = prepare_pretraining_data(options)
+    dictionary = Dictionary.load(str(destdir / "dict.txt"))
+    model = spm.SentencePieceProcessor(model_file=str(destdir / "sentencepiece.bpe.model"))
+    return destdir, info, dictionary, model
+
+
+def _dataset(destdir, split, dictionary):
+    return data_utils.load_indexed_dataset(str(destdir / split), dictionary)
+
+
+def _text_lines(path):
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def test_output_layout(databin):
+    destdir, info, _, _ = databin
+    assert sorted(p.name for p in destdir.iterdir()) == [
+        "dict.txt",
+        "notes.md",
+        "prep_info.json",
+        "sentencepiece.bpe.model",
+        "text",
+        "train.bin",
+        "train.idx",
+        "valid.bin",
+        "valid.idx",
+    ]
+    assert sorted(p.name for p in (destdir / "text").iterdir()) == ["train.txt", "valid.txt"]
+    assert json.loads((destdir / "prep_info.json").read_text()) == info
+    assert info["vocab"] == {
+        "sentencepiece_pieces": 1000,
+        "dict_txt_entries": 996,
+        "fairseq_dictionary_size": 1000,
+    }
+
+
+def test_dict_ids_are_sentencepiece_ids_and_counts_are_training_counts(databin):
+    destdir, _, dictionary, model = databin
+    assert len(dictionary) == model.get_piece_size()
+    for sp_id in range(model.get_piece_size()):
+        assert dictionary.index(model.id_to_piece(sp_id)) == sp_id
+    train = _dataset(destdir, "train", dictionary)
+    occurrences = torch.bincount(torch.cat([train[i] for i in range(len(train))]), minlength=1000)
+    assert dictionary.count[4:] == occurrences[4:].tolist()
+
+
+@pytest.mark.parametrize("split", ["train", "valid"])
+def test_datasets_are_the_sentencepiece_ids_of_the_text(databin, split):
+    destdir, info, dictionary, model = databin
+    dataset = _dataset(destdir, split, dictionary)
+    lines = _text_lines(destdir / "text" / f"{split}.txt")
+    assert len(dataset) == len(lines) == info["splits"][split]["dataset_entries"]
+    # one entry per line, in order; a document break is an entry of only </s>, as
+    # --sample-break-mode complete_doc wants
+    for tokens, line in zip(dataset, lines):
+        assert tokens.tolist() == model.encode(line) + [dictionary.eos()]
+    assert sum(1 for t in dataset if len(t) == 1) == info["splits"][split]["docs"] - 1
+    pieces = info["splits"][split]["tokens"]
+    assert int(dataset.sizes.sum()) == pieces + len(dataset)
+    unknown = sum(int((t == dictionary.unk()).sum()) for t in dataset)
+    assert unknown == info["splits"][split]["unk_tokens"]
+
+
+def test_valid_docs_holds_out_the_last_documents(databin, wikipedia_aa, wikitext_test):
+    destdir, info, _, _ = databin
+    article = "\n".join(read_document_lines(wikipedia_aa, max_lines=600)).split("\n\n")[-1]
+    wikitext = "\n".join(read_document_lines(wikitext_test, max_lines=600))
+    valid = (destdir / "text" / "valid.txt").read_text(encoding="utf-8")
+    assert valid == f"{article}\n\n{wikitext}\n"
+    inputs = info["inputs"]["train"]
+    assert [(s["format"], s["lines"]) for s in inputs] == [("wikiextractor", 600), ("plain", 600)]
+    splits = info["splits"]
+    assert splits["train"]["lines"] + splits["valid"]["lines"] == 1200
+    assert splits["train"]["docs"] + 2 == sum(s["docs"] for s in inputs)
+    assert splits["valid"]["docs"] == 2
+
+
+def test_cli_with_valid_and_test_files(tmp_path, head, wikipedia_aa, wikitext_test, alice, earnest):
+    wiki_gz = tmp_path / "AA-head.txt.gz"
+    wiki_gz.write_bytes(gzip.compress(head(wikipedia_aa, 800)))
+    wikitext_plain = tmp_path / "wiki.test.head.raw"
+    wikitext_plain.write_bytes(head(wikitext_test, 100))
+    destdir = tmp_path / "data-bin"
+
+    result = run_script(
+        "prepare_pretraining_data.py", "--train", alice, wiki_gz, "--valid", wikitext_plain,
+        "--test", earnest, "--vocab-size", "1000", "--workers", "2", "--destdir", destdir,
+    )
+
+    assert result.returncode == 0, result.stderr
+    names = {p.name for p in destdir.iterdir()}
+    assert {"test.bin", "test.idx", "valid.bin", "train.bin", "dict.txt"} <= names
+    assert "text" not in names
+    info = json.loads((destdir / "prep_info.json").read_text())
+    formats = {
+        split: [(s["format"], s["gutenberg_stripped"]) for s in stats]
+        for split, stats in info["inputs"].items()
+    }
+    assert formats == {
+        "train": [("plain", True), ("wikiextractor", False)],
+        "valid": [("plain", False)],
+        "test": [("plain", True)],
+    }
+    assert info["splits"]["valid"]["lines"] == 100 and info["splits"]["valid"]["docs"] == 1
+    dictionary = Dictionary.load(str(destdir / "dict.txt"))
+    model = spm.SentencePieceProcessor(model_file=str(destdir / "sentencepiece.bpe.model"))
+    test = _dataset(destdir, "test", dictionary)
+    assert len(test) == info["splits"]["test"]["lines"]
+    assert model.decode(dictionary.string(test[-1][:-1]).split()) == "TABLEAU"  # see test_prep_corpus
+
+
+def test_cli_names_a_missing_input(tmp_path, wikitext_test):
+    missing = tmp_path / "no-such-file.txt.xz"
+    result = run_script(
+        "prepare_pretraining_data.py", "--train", wikitext_test, "--valid", missing,
+        "--destdir", tmp_path / "out",
+    )
+    assert result.returncode == 1
+    assert f"error: input file not found: {missing}" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def tiny_options(tmp_path, wikitext_test):
+    """Train on the first 40 WikiText lines (one document); validate on the same lines."""
+    return PrepareOptions(
+        destdir=tmp_path / "out",
+        train=[wikitext_test],
+        valid=[wikitext_test],
+        max_lines=40,
+        vocab_size=300,
+    )
+
+
+def test_refuses_a_non_empty_destdir(tiny_options):
+    tiny_options.destdir.mkdir()
+    (tiny_options.destdir / "dict.txt").write_text("a 1\n")
+    message = f"{re.escape(str(tiny_options.destdir))} is not empty.*--force"
+    with pytest.raises(FileExistsError, match=message):
+        prepare_pretraining_data(tiny_options)
+    assert (tiny_options.destdir / "dict.txt").read_text() == "a 1\n"
+
+
+def test_vocab_size_too_large_is_explained_and_cleaned_up(tiny_options):
+    tiny_options.vocab_size = 8000
+    message = r"--vocab-size 8000 is too large.*--vocab-size \d+ or less"
+    with pytest.raises(ValueError, match=message):
+        prepare_pretraining_data(tiny_options)
+    assert not tiny_options.destdir.exists()  # a rerun needs no --force
+
+
+@pytest.mark.parametrize(
+    "change, error, message",
+    [
+        ({"train": []}, ValueError, "no training input"),
+        ({"valid": []}, ValueError, "either --valid files or --valid-docs"),
+        ({"valid_docs": 1}, ValueError, "either --valid files or --valid-docs"),
+        ({"valid": [], "valid_docs": 1}, ValueError, "cannot hold out 1 documents.*only 1"),
+        ({"test": ["missing.txt"]}, FileNotFoundError, "input file not found: missing.txt"),
+    ],
+)
+def test_invalid_options(tiny_options, change, error, message):
+    for name, value in change.items():
+        setattr(tiny_options, name, value)
+    with pytest.raises(error, match=message):
+        prepare_pretraining_data(tiny_options)
+    assert not tiny_options.destdir.exists()

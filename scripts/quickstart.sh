@@ -7,7 +7,8 @@
 #   bash scripts/quickstart.sh my_text.txt ... # your own text files (plain, .xz or .gz)
 #
 # Environment: RUN (output directory, default runs/quickstart), UPDATES (default 400),
-# MAX_LINES (lines read per input file, default 20000). Started again, it continues an
+# MAX_LINES (lines read per input file, default 20000), VOCAB_SIZE (SentencePiece pieces,
+# default 8000; less text needs fewer). Started again, it continues an
 # interrupted run (from its checkpoint_last.pt, with the data prepared before) and leaves a
 # finished one alone.
 set -euo pipefail
@@ -15,6 +16,9 @@ cd "$(dirname "$0")/.."
 RUN=${RUN:-runs/quickstart}
 UPDATES=${UPDATES:-400}
 MAX_LINES=${MAX_LINES:-20000}
+VOCAB_SIZE=${VOCAB_SIZE:-8000}
+# a metrics line every 25 updates, or every update of a shorter run
+LOG_INTERVAL=$(( UPDATES < 25 ? 1 : 25 ))
 CORPUS=../shared/data/corpus
 if [ $# -gt 0 ]; then
   TEXT=("$@")
@@ -36,7 +40,7 @@ else
   else
     echo "== 1/3 Preparing ${TEXT[*]} -> $RUN/data-bin"
     .venv/bin/python scripts/prepare_pretraining_data.py --train "${TEXT[@]}" --valid-docs 10 \
-      --max-lines "$MAX_LINES" --vocab-size 8000 --workers 2 --destdir "$RUN/data-bin" --force
+      --max-lines "$MAX_LINES" --vocab-size "$VOCAB_SIZE" --workers 2 --destdir "$RUN/data-bin" --force
   fi
 
   echo "== 2/3 Pre-training roberta_mini with TACO for $UPDATES updates (log: $RUN/train.log)"
@@ -50,7 +54,7 @@ else
     --total-num-update "$UPDATES" --max-update "$UPDATES" \
     --save-dir "$RUN/checkpoints" --save-interval-updates 100 --no-epoch-checkpoints \
     --validate-interval-updates 100 --max-valid-steps 20 --skip-invalid-size-inputs-valid-test \
-    --log-format json --log-interval 25 --cpu --num-workers 1 --seed 1 \
+    --log-format json --log-interval "$LOG_INTERVAL" --cpu --num-workers 1 --seed 1 \
     2>&1 | tee -a "$RUN/train.log" | grep --line-buffered -E '"num_updates"|Saved checkpoint' \
     | cut -c1-160
 fi

@@ -17,6 +17,10 @@ from conftest import REPO
 #: fairseq's distributed mode on CPU: gloo, fairseq's own gradient all-reduce, one process
 #: per rank started by the caller.
 GLOO = ("--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp", "--distributed-no-spawn")
+#: One intra-op thread per process (OpenMP and MKL, no MKL dynamic threading): the ranks do not
+#: oversubscribe the cores, and a process's float reductions run in one fixed order, so a
+#: computation repeated in another process (or split over ranks) is bitwise reproducible.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MKL_DYNAMIC": "FALSE"}
 
 
 def free_port() -> int:
@@ -27,7 +31,8 @@ def free_port() -> int:
 
 
 def run_ranks(commands, timeout=600):
-    """Start one process per command (rank order) and wait for all.
+    """Start one process per command (rank order), each with :data:`ONE_THREAD`, and wait
+    for all.
 
     Returns:
         the merged stdout+stderr of each rank (text).
@@ -35,7 +40,7 @@ def run_ranks(commands, timeout=600):
     Raises:
         AssertionError: when a rank fails or times out (with the tail of every rank's output).
     """
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    env = dict(os.environ, **ONE_THREAD, PYTHONPATH=os.pathsep.join(
         filter(None, [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")])))
     processes = [
         subprocess.Popen(list(map(str, command)), stdout=subprocess.PIPE,

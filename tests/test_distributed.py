@@ -13,7 +13,7 @@ import torch
 
 from conftest import USER_DIR, fairseq_setup, run_fairseq, train_args
 from distributed_worker import DDP_VARIANTS, NO_DROPOUT
-from multiprocess import fairseq_train_ranks, worker_results
+from multiprocess import ONE_THREAD, fairseq_train_ranks, worker_results
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
 from taco_fairseq.batch import CrossWorkerTacoBatch
 
@@ -44,9 +44,13 @@ def _weights(save_dir, update):
 def test_two_processes_equal_one_process_with_update_freq_2(synthetic_databin, tmp_path):
     """fairseq shards the same shuffled batches over ranks (rank r takes batches r, r+2, ...),
     so one process with --update-freq 2 and two processes see the same global batches, masks
-    and TACO samples; masked tokens and anchors differ between the batches of an update."""
+    and TACO samples; masked tokens and anchors differ between the batches of an update.
+    Every process runs one thread (as the ranks do), so the per-batch gradients are bitwise
+    those of the ranks: with several threads the order of MKL's and OpenMP's reductions can
+    vary between processes (a rare 1e-6 difference after update 1)."""
     one, two = tmp_path / "one", tmp_path / "two"
-    single = run_fairseq("fairseq-train", *_sgd_args(synthetic_databin, one, "--update-freq", "2"))
+    single = run_fairseq("fairseq-train", *_sgd_args(synthetic_databin, one, "--update-freq", "2"),
+                         env=ONE_THREAD)
     rank0, rank1 = fairseq_train_ranks(_sgd_args(synthetic_databin, two))
 
     logged = [_train_records(out) for out in (single.stdout, rank0)]

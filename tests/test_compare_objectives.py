@@ -150,3 +150,35 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
     assert again.returncode == 0, again.stderr[-3000:]
     assert {p: p.read_text() for p in logs} == logs
     assert (again.stdout + again.stderr).count("(finished before)") == 8
+
+
+def test_the_search_runs_on_the_first_pretraining_seed(monkeypatch, tmp_path):
+    """Every objective × task × fine-tuning seed × point at the last checkpoint of the first
+    pre-training seed only; the point with the best mean over objectives and seeds wins."""
+    from taco_fairseq.comparison import study
+    from taco_fairseq.comparison.pretraining import PretrainRun, PretrainSettings
+    from taco_fairseq.glue.recipes import Hyperparameters
+
+    low, high = Hyperparameters(32, 1e-4, 4), Hyperparameters(32, 3e-4, 4)
+    options = study.StudyOptions(
+        out=tmp_path, objectives=["mlm", "taco"], pretrain_seeds=[2, 1],
+        settings=PretrainSettings(tmp_path, "roberta_tiny", 10, (5, 10), warmup_updates=1),
+        glue_data=tmp_path, tasks=["RTE"], seeds=[1, 2], points=[low, high])
+    found = [study.StudyCheckpoint(run, u, tmp_path / f"{run.name}_{u}.pt")
+             for run in options.runs for u in (5, 10)]
+    scores = {("mlm", low): 60.0, ("taco", low): 50.0, ("mlm", high): 54.0, ("taco", high): 55.0}
+    ran = []
+
+    def run_all(runs, runner_options, jobs):
+        ran.extend(runs)
+        return [{"dev": {"RTE": {"accuracy": scores[(r.checkpoint.name.split("-")[0], r.hyper)]}}}
+                for r in runs]
+
+    monkeypatch.setattr(study, "run_all", run_all)
+    chosen = study.search_points(options, found)
+    assert sorted((r.checkpoint.name, r.hyper.lr, r.seed) for r in ran) == sorted(
+        (f"{o}-seed2@10", p.lr, s) for o in ("mlm", "taco") for p in (low, high) for s in (1, 2))
+    assert chosen == {"RTE": low}  # mean 55.0 over both objectives, against 54.5
+    search = json.loads((tmp_path / "search.json").read_text())
+    assert search["RTE"] == {"chosen": low.label,
+                             "mean_dev_score": {low.label: 55.0, high.label: 54.5}}

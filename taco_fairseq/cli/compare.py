@@ -91,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--seeds", nargs="+", type=int, required=True, metavar="S",
                        help="fine-tuning seeds")
     group.add_argument("--finetune-lr", nargs="+", type=float, default=[small.lr], metavar="LR",
-                       help="several: searched at the last checkpoint, the same for every "
-                       "objective (default: %(default)s)")
+                       help="several: searched at the last checkpoint of the first "
+                       "--pretrain-seeds, the same for every objective (default: %(default)s)")
     group.add_argument("--finetune-epochs", nargs="+", type=int, default=[small.epochs],
                        metavar="E", help="as --finetune-lr (default: %(default)s)")
     group.add_argument("--finetune-batch-size", type=int, default=small.batch_size,

@@ -3,9 +3,10 @@
 1. pre-training of every objective × pre-training seed (:mod:`.pretraining`);
 2. per checkpoint: the validation masked-LM loss (from the run's log) and the contextual
    score on held-out text (:mod:`taco_fairseq.analysis.contextual_score`);
-3. with several fine-tuning grid points, a search at the last checkpoint: every objective,
-   task, seed and point; each task gets the point with the best mean dev score over all
-   objectives and seeds (the same point for every objective, never tuned for one);
+3. with several fine-tuning grid points, a search at the last checkpoint of the first
+   pre-training seed: every objective, task, seed and point; each task gets the point with
+   the best mean dev score over all objectives and fine-tuning seeds (the same point for every
+   objective, never tuned for one; further pre-training seeds are fine-tuned with it);
 4. GLUE fine-tuning of every checkpoint on ``tasks`` (and of the last one on
    ``final_tasks`` too), each seed, with the chosen point (:mod:`taco_fairseq.glue.runner`);
 5. the report (:mod:`.report`).
@@ -205,12 +206,14 @@ def read_measures(options: StudyOptions) -> List[dict]:
 
 def search_points(options: StudyOptions,
                   found: Sequence[StudyCheckpoint]) -> Dict[str, Hyperparameters]:
-    """Phase 3: task → the fine-tuning point of the comparison (module doc); with one point,
-    that point for every task. Writes ``OUT/search.json``."""
+    """Phase 3: task → the fine-tuning point of the comparison (module doc: the last
+    checkpoints of the first pre-training seed decide); with one point, that point for every
+    task. Writes ``OUT/search.json``."""
     if len(options.points) == 1:
         return chosen_points(options)
     tasks = list(dict.fromkeys([*options.tasks, *options.final_tasks]))
-    last = [c for c in found if c.updates == options.last_updates]
+    last = [c for c in found if c.updates == options.last_updates
+            and c.run.seed == options.pretrain_seeds[0]]
     runs = [FinetuneRun(_named(c), get_task(t), point, seed)
             for t in tasks for seed in options.seeds for point in options.points for c in last]
     results = run_all(runs, _runner_options(options), options.jobs)

@@ -1,25 +1,16 @@
-"""Intra- and inter-context similarity: the pairs, their cosine sums, and the online
-diagnostics that the ``taco`` and ``mlm`` criteria log.
+"""Intra- and inter-context similarity (TACO §2.2, appendix A.3): the pairs, their cosine sums,
+and the online diagnostics that the ``taco`` and ``mlm`` criteria log.
 
-Paper, appendix A.3: "For every token w_i in the corpus, we randomly sample a positive token
-w_{j≠i} within the same context (sentence) and another token w_k from other sentences", then
-average a similarity of the last-layer states (h_i, h_j) (intra-context) and (h_i, h_k)
-(inter-context) over all tokens. The *contextual score* (§2.2) is the gap: mean intra-context
-cosine − mean inter-context cosine (the other measures of appendix Table 9 are in
-:mod:`taco_fairseq.analysis.contextual_score`).
+A.3: "For every token w_i in the corpus, we randomly sample a positive token w_{j≠i} within
+the same context (sentence) and another token w_k from other sentences"; the *contextual
+score* is the mean cosine of the last-layer states (h_i, h_j) (intra-context) − that of
+(h_i, h_k) (inter-context). A context is a row of a padded ``[batch, seq_len]`` batch (a
+training sequence online, a sentence in :mod:`taco_fairseq.analysis.contextual_score`).
 
-A *context* is a row of a padded ``[batch, seq_len]`` batch (a sentence for the corpus score of
-:mod:`taco_fairseq.analysis.contextual_score`, a training sequence online) and only positions
-marked ``valid`` take part. Everything is vectorized with static shapes (no host
-synchronization on a GPU).
-
-Online (:class:`ContextSimilarityLogger`), the criterion's own forward pass is reused: the
-input is the training input (15% of tokens masked or replaced), every token but ``<s>``,
-``</s>`` and padding is an anchor, and the pairs come from a generator of their own
-(:data:`PAIR_SEED`), so training (masks, dropout, losses, gradients) is the same with and
-without the diagnostics. Logged: ``intra_context_cos``, ``inter_context_cos`` (means over the
-tokens of the logging interval) and ``contextual_score`` (their difference); off with
-``--no-context-similarity``.
+Online (:class:`ContextSimilarityLogger`) the criterion's forward pass is reused: every token
+of the training input but ``<s>``, ``</s>`` and padding is an anchor, and the pairs come from a
+generator of their own (:data:`PAIR_SEED`), so training is the same without the diagnostics
+(``--no-context-similarity``).
 """
 
 from dataclasses import dataclass, field
@@ -43,8 +34,7 @@ INTER_KEY = "inter_context_cos_sum"
 
 
 class ContextPairs(NamedTuple):
-    """One intra- and one inter-context partner for every position of a ``[batch, seq_len]``
-    batch (:func:`sample_context_pairs`).
+    """One intra- and one inter-context partner for every position (:func:`sample_context_pairs`).
 
     Attributes:
         anchor: ``[batch, seq_len]`` bool, positions that have both partners.
@@ -60,13 +50,10 @@ class ContextPairs(NamedTuple):
 
 
 def sample_context_pairs(valid: Tensor, generator: torch.Generator) -> ContextPairs:
-    """Draw an intra- and an inter-context partner for every valid position.
-
-    For position (b, t): the intra partner is uniform over the other ``L_b − 1`` valid
-    positions of row b, the inter partner uniform over the ``N − L_b`` valid positions of the
-    other rows (``L_b``: valid positions of row b, ``N``: of the batch), both by
-    :func:`taco_fairseq.sampling.outside_row`. A position is an anchor when both sets are
-    non-empty.
+    """Draw an intra- and an inter-context partner for every valid position (b, t): uniform
+    over the other ``L_b − 1`` valid positions of row b, and over the ``N − L_b`` valid
+    positions of the other rows (:func:`taco_fairseq.sampling.outside_row`); an anchor where
+    both exist. Vectorized with static shapes (no host synchronization).
 
     Args:
         valid: ``[batch, seq_len]`` bool, positions that may be anchors and partners.
@@ -77,18 +64,16 @@ def sample_context_pairs(valid: Tensor, generator: torch.Generator) -> ContextPa
         ValueError: if ``valid`` is not a 2-d bool tensor.
     """
     if valid.dim() != 2 or valid.dtype != torch.bool:
-        raise ValueError(
-            f"valid must be a [batch, seq_len] bool tensor, got {valid.dtype} {tuple(valid.shape)}"
-        )
+        raise ValueError(f"valid must be a [batch, seq_len] bool tensor, got {valid.dtype} "
+                         f"{tuple(valid.shape)}")
     batch, seq_len = valid.shape
     row_cum = valid.long().cumsum(1)  # [B, T]: valid positions up to and including t
     row_len = row_cum[:, -1:]  # [B, 1]
     row_start = row_len.cumsum(0) - row_len  # [B, 1]: rank of the row's first valid position
     flat_cum = (row_cum + row_start).flatten()  # [B·T]: valid positions of the batch up to here
     total = flat_cum[-1]
-    uniform = torch.rand(
-        (2, batch, seq_len), generator=generator, device=valid.device, dtype=torch.float64
-    )
+    uniform = torch.rand((2, batch, seq_len), generator=generator, device=valid.device,
+                         dtype=torch.float64)
     # ranks: within the row without the anchor itself (rank row_cum − 1), then over the batch
     intra_rank = outside_row(uniform_below(uniform[0], row_len - 1), row_cum - 1, 1)
     intra_column = torch.searchsorted(row_cum, intra_rank + 1).clamp(max=seq_len - 1)
@@ -115,17 +100,14 @@ def pair_sums(states: Tensor, pairs: ContextPairs,
     Args:
         states: ``[batch, seq_len, hidden]`` representations (e.g. last-layer states).
         pairs: from :func:`sample_context_pairs` on the same ``[batch, seq_len]``.
-        measure: as :func:`cosine` (the default): ``(flat, index) -> [rows]`` on the states
-            as float32 ``[batch · seq_len, hidden]`` rows, at every position (static shapes).
+        measure: as :func:`cosine` (the default), on the states as float32 rows.
 
     Raises:
         ValueError: for mismatched shapes.
     """
     if states.dim() != 3 or states.shape[:2] != pairs.anchor.shape:
-        raise ValueError(
-            f"states must be [batch, seq_len, hidden] with [batch, seq_len] = "
-            f"{tuple(pairs.anchor.shape)}, got {tuple(states.shape)}"
-        )
+        raise ValueError(f"states must be [batch, seq_len, hidden] with [batch, seq_len] = "
+                         f"{tuple(pairs.anchor.shape)}, got {tuple(states.shape)}")
     with torch.no_grad():
         flat = states.detach().flatten(0, 1).float()  # [B·T, hidden]
         anchor = pairs.anchor.flatten()
@@ -138,13 +120,9 @@ def pair_sums(states: Tensor, pairs: ContextPairs,
 class ContextSimilarityConfig(FairseqDataclass):
     """Criterion option of the online diagnostics (a base of the criteria's configs)."""
 
-    no_context_similarity: bool = field(
-        default=False,
-        metadata={
-            "help": "do not log the intra/inter-context cosine similarity of the last-layer "
-            "states (intra_context_cos, inter_context_cos, contextual_score)"
-        },
-    )
+    no_context_similarity: bool = field(default=False, metadata={
+        "help": "do not log the intra/inter-context cosine similarity of the last-layer "
+        "states (intra_context_cos, inter_context_cos, contextual_score)"})
 
 
 def last_layer_states(model, inner_states: List[Tensor]) -> Tensor:
@@ -157,12 +135,8 @@ def last_layer_states(model, inner_states: List[Tensor]) -> Tensor:
 
 
 class ContextSimilarityLogger:
-    """Computes and reduces the online diagnostics for a criterion.
-
-    Args:
-        cfg: a :class:`ContextSimilarityConfig` (or a config derived from it).
-        dictionary: the task's dictionary (its ``<s>``, ``</s>`` and padding are excluded).
-    """
+    """Computes and reduces the online diagnostics for a criterion with a
+    :class:`ContextSimilarityConfig` and the task's dictionary (``<s>``, ``</s>``, padding)."""
 
     def __init__(self, cfg: ContextSimilarityConfig, dictionary):
         self.enabled = not cfg.no_context_similarity
@@ -170,13 +144,9 @@ class ContextSimilarityLogger:
         self._generators: Dict[torch.device, torch.Generator] = {}
 
     def logging_output(self, sample, hidden: Tensor) -> Dict[str, Tensor]:
-        """The batch's summable diagnostics: ``{}`` when disabled, else the number of pairs
-        (``context_pairs``) and the sums of intra- and inter-context cosine similarity.
-
-        Args:
-            sample: the batch (``net_input.src_tokens [batch, seq_len]``).
-            hidden: ``[seq_len, batch, hidden]`` last-layer states (:func:`last_layer_states`).
-        """
+        """The batch's summable diagnostics (``{}`` when disabled): the number of pairs and
+        the intra- and inter-context cosine sums of ``hidden``, ``[seq_len, batch, hidden]``
+        last-layer states (:func:`last_layer_states`) of ``net_input.src_tokens``."""
         if not self.enabled:
             return {}
         with torch.no_grad():
@@ -192,8 +162,8 @@ class ContextSimilarityLogger:
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        """Log ``intra_context_cos``, ``inter_context_cos`` (weighted by pairs, so means over
-        a logging interval) and ``contextual_score``; nothing without pairs."""
+        """Log ``intra_context_cos``, ``inter_context_cos`` (means over the pairs of a logging
+        interval) and ``contextual_score`` (their difference); nothing without pairs."""
         pairs = float(sum(log.get(PAIRS_KEY, 0) for log in logging_outputs))
         if pairs == 0:
             return

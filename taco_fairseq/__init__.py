@@ -1,12 +1,10 @@
 """taco-fairseq: TACO pre-training for fairseq.
 
-Importing the package (or passing ``--user-dir taco_fairseq``) registers the ``taco_masked_lm``
-task, the ``taco``, ``mlm`` and ``sentence_prediction_summable`` criteria and the
-``roberta_{tiny,mini,small,medium}`` architectures, lets fairseq checkpoints load under
-``torch.load(weights_only=True)`` (:mod:`taco_fairseq.checkpoints`), applies the fixes of
-:mod:`taco_fairseq.fairseq_patches` and reports the plugin's configuration errors in one line
-(:mod:`taco_fairseq.errors`). It imports none of the tools (``prep``, ``glue``, ``analysis``,
-``hf_export``); ``taco_fairseq.hub`` is imported on demand.
+Importing the package (or ``--user-dir taco_fairseq``) registers the ``taco_masked_lm`` task,
+the ``taco``, ``mlm`` and ``sentence_prediction_summable`` criteria and the
+``roberta_{tiny,mini,small,medium}`` architectures, allow-lists fairseq checkpoints for
+``torch.load(weights_only=True)``, applies :mod:`taco_fairseq.fairseq_patches` and reports
+configuration errors in one line (:mod:`taco_fairseq.errors`); none of the tools.
 """
 
 import warnings

@@ -1,23 +1,15 @@
-"""fairseq checkpoints: weights-only loading, the one metadata reader, and the checks of the
-checkpoint ``fairseq-train`` will load.
+"""fairseq checkpoints: weights-only loading (:data:`SAFE_GLOBALS`), the one metadata reader
+(:func:`load_lazily`, :func:`saved_option`), and the checks of the checkpoint ``fairseq-train``
+will load.
 
-* Weights-only loading (torch's default): besides tensors and plain containers, fairseq
-  checkpoints pickle ``argparse.Namespace`` (``args`` of older checkpoints, ``cfg["model"]`` of
-  ``add_args`` architectures such as RoBERTa) and numpy scalars (rebuilt from
-  ``numpy._core.multiarray.scalar``, ``numpy.core...`` when pickled by numpy 1.x, and numpy's
-  dtype classes). Importing this module allow-lists exactly these (:data:`SAFE_GLOBALS`); none
-  can run code on load.
-* :func:`load_lazily` reads a checkpoint with its tensors memory-mapped; :func:`saved_option`
-  reads an option of its configuration.
-* fairseq starts from scratch when an explicit ``--restore-file`` does not exist, loads a
-  checkpoint of another vocabulary of the same size without complaint, fails deep in
-  ``load_state_dict`` on another architecture, and stops every later run with a bare
-  ``EOFError`` on a ``checkpoint_last.pt`` cut short by a kill during its (non-atomic) copy.
-  :func:`checkpoint_to_load` and :func:`check_checkpoint_fits` turn these into errors naming the
-  file, the option and the fix or, for an unreadable ``checkpoint_last.pt``, into a resume from
-  the newest intact checkpoint. ``taco_masked_lm`` calls them when it builds the model for
-  training; :func:`restore_config` where fairseq-train loads the checkpoint, for every task
-  (:mod:`taco_fairseq.fairseq_patches`).
+fairseq starts from scratch when an explicit ``--restore-file`` does not exist, loads a
+checkpoint of another vocabulary of the same size without complaint, fails deep in
+``load_state_dict`` on another architecture, and stops every later run with a bare ``EOFError``
+on a ``checkpoint_last.pt`` cut short by a kill during its (non-atomic) copy.
+:func:`checkpoint_to_load` and :func:`check_checkpoint_fits` turn these into errors naming the
+file, the option and the fix, or into a resume from the newest intact checkpoint; called by
+``taco_masked_lm`` when it builds the model and, for every task, by :func:`restore_config`
+(:mod:`taco_fairseq.fairseq_patches`).
 """
 
 import argparse
@@ -30,14 +22,15 @@ from typing import Dict, Optional
 
 import numpy as np
 import torch
-from fairseq.data import Dictionary
 from fairseq.file_io import PathManager
 from omegaconf import open_dict
 
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 
 _NUMPY_SCALAR = np.dtype("float64").type(0).__reduce__()[0]  # numpy's multiarray.scalar
-#: What importing this module adds to torch's weights-only unpickler.
+#: What importing this module adds to torch's weights-only unpickler, none of which can run code:
+#: what fairseq checkpoints pickle besides tensors and containers (``args`` of older checkpoints
+#: and ``cfg["model"]`` of RoBERTa are Namespaces; numpy scalars, also as numpy 1.x named them).
 SAFE_GLOBALS = [
     argparse.Namespace, _NUMPY_SCALAR, (_NUMPY_SCALAR, "numpy.core.multiarray.scalar"), np.dtype,
     *(type(np.dtype(name)) for name in
@@ -60,7 +53,7 @@ DATA_FIX = ("Use the data-bin the checkpoint was trained on, or encode your text
 _NUMBERED = re.compile(r"checkpoint(_\d+_\d+|\d+)$")
 
 logger = logging.getLogger(__name__)
-_warned = set()  # messages of _warn_once
+_warned = set()  # messages of warn_once
 
 
 def load_lazily(path) -> dict:
@@ -109,42 +102,26 @@ def file_sha256(path) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def load_task_dictionary(dict_file) -> Dictionary:
-    """``dict_file`` as the masked-LM and ``sentence_prediction`` tasks hold it: with
-    ``<mask>`` added (the dictionary the fingerprint of :data:`DICTIONARY_KEY` is taken of)."""
-    dictionary = Dictionary.load(str(dict_file))
-    dictionary.add_symbol("<mask>")
-    return dictionary
-
-
 def check_dictionary(checkpoint, state: dict, dictionary, dict_name: str,
-                     sentencepiece_model=None, sentencepiece_sha256: Optional[str] = None,
                      fix: str = DATA_FIX) -> None:
-    """Check that ``dictionary`` (and ``sentencepiece_model``) are the ones ``checkpoint`` was
-    trained with: the one check of every loader (training, :func:`taco_fairseq.hub.from_pretrained`
-    and so the HuggingFace export and the analyses, GLUE preparation and runner).
-
-    The dictionary: against the fingerprint ``taco_masked_lm`` checkpoints record
-    (:data:`DICTIONARY_KEY`), else against the rows of the token-embedding matrix. The
-    SentencePiece model: against the SHA-256 they record (:data:`SENTENCEPIECE_KEY`). What a
-    checkpoint does not record (fairseq's ``masked_lm``, older checkpoints) is not checked,
-    with a warning.
+    """Check that ``dictionary`` is the one ``checkpoint`` was trained with: against the
+    fingerprint ``taco_masked_lm`` checkpoints record (:data:`DICTIONARY_KEY`), else (fairseq's
+    ``masked_lm``, older checkpoints; with a warning) against the rows of the token-embedding
+    matrix. Loaders also check the SentencePiece model
+    (:func:`taco_fairseq.pretrained.check_training_data`).
 
     Args:
         checkpoint: the checkpoint's path (for messages).
         state: the checkpoint (:func:`load_lazily`).
-        dictionary: fairseq ``Dictionary`` as the task holds it (:func:`load_task_dictionary`).
+        dictionary: fairseq ``Dictionary`` as the task holds it (``<mask>`` added).
         dict_name: what to call the dictionary in messages, e.g. its path.
-        sentencepiece_model: path of the SentencePiece model to be used with it, if any.
-        sentencepiece_sha256: its SHA-256 when known; default: computed from the file.
         fix: the end of the error message.
 
     Raises:
-        OptionError: naming the checkpoint, the dictionary (or SentencePiece model), the data
-            the checkpoint was trained on when it records it, and the fix.
+        OptionError: naming the checkpoint, the dictionary, the data the checkpoint was
+            trained on when it records it, and the fix.
     """
-    task_state = state.get("task_state") or {}
-    saved = task_state.get(DICTIONARY_KEY)
+    saved = (state.get("task_state") or {}).get(DICTIONARY_KEY)
     if saved is not None:
         differs, saved_size = saved != dictionary_fingerprint(dictionary), saved["size"]
     else:
@@ -152,34 +129,20 @@ def check_dictionary(checkpoint, state: dict, dictionary, dict_name: str,
         embed = weights.get("sentence_encoder.embed_tokens.weight")
         saved_size = None if embed is None else len(embed)
         differs = saved_size is not None and saved_size != len(dictionary)
-        _warn_once(f"{checkpoint} records no fingerprint of its dictionary: only the size of "
-                   f"{dict_name} ({len(dictionary)} symbols) could be checked")
+        warn_once(f"{checkpoint} records no fingerprint of its dictionary: only the size of "
+                  f"{dict_name} ({len(dictionary)} symbols) could be checked")
     if differs:
         raise OptionError(
             f"checkpoint {checkpoint} was trained with another dictionary ({saved_size} "
             f"symbols) than {dict_name} ({len(dictionary)} symbols): token ids would mean other "
-            f"pieces.{_trained_on(checkpoint, state)} {fix}")
-    if sentencepiece_model is None:
-        return
-    saved_model = task_state.get(SENTENCEPIECE_KEY)
-    if saved_model is None:
-        _warn_once(f"{checkpoint} records no fingerprint of its SentencePiece model: cannot "
-                   f"check that {sentencepiece_model} is the one it was trained with")
-    elif saved_model != (sentencepiece_sha256 or file_sha256(sentencepiece_model)):
-        raise OptionError(
-            f"checkpoint {checkpoint} was trained with another SentencePiece model than "
-            f"{sentencepiece_model}: text would be cut into other pieces."
-            f"{_trained_on(checkpoint, state, SENTENCEPIECE_MODEL)} {fix}")
+            f"pieces.{trained_on(checkpoint, state)} {fix}")
 
 
 def recorded_data_dir(checkpoint, state: dict) -> Optional[str]:
-    """The data directory a checkpoint was trained on (the first of ``--data``), or None.
-
-    A relative path is looked for beside the checkpoint and then in its parent directories (a
-    run started in the repository root records ``data-bin/x`` for
-    ``checkpoints/y/checkpoint_last.pt``); where it is in none, it is returned as given
-    (relative to the current directory).
-    """
+    """The data directory a checkpoint was trained on (the first of ``--data``), or None. A
+    relative one is looked for beside the checkpoint, then beside its parent directories (a run
+    started in the repository root records ``data-bin/x`` for ``checkpoints/y/*.pt``), else
+    returned as given."""
     data = saved_option(state, "task", "data")
     if not data:
         return None
@@ -196,13 +159,9 @@ def recorded_data_dir(checkpoint, state: dict) -> Optional[str]:
 
 def checkpoint_to_load(cfg) -> Optional[str]:
     """The checkpoint ``fairseq-train`` will load (``fairseq.checkpoint_utils.load_checkpoint``),
-    or None when training starts from scratch.
-
-    Warns when an explicit ``--restore-file`` is loaded although ``--save-dir`` holds a
-    ``checkpoint_last.pt`` (a restarted run goes back to the restore file). When
-    ``checkpoint_last.pt`` cannot be read, returns the intact ``checkpoint_<epoch>_<updates>.pt``
-    or ``checkpoint<epoch>.pt`` of ``--save-dir`` with the most updates, with a warning (the
-    unreadable file is left in place; fairseq replaces it at the next save).
+    or None when training starts from scratch. For an unreadable ``checkpoint_last.pt``: the
+    intact numbered checkpoint of ``--save-dir`` with the most updates, with a warning. Warns
+    when an explicit ``--restore-file`` is loaded although ``checkpoint_last.pt`` exists.
 
     Args:
         cfg: a config with fairseq's ``restore_file``, ``save_dir``, ``continue_once``,
@@ -248,13 +207,10 @@ def checkpoint_to_load(cfg) -> Optional[str]:
 def restore_config(cfg, task, model):
     """The ``checkpoint`` config with which fairseq-train should load its checkpoint: ``cfg``,
     or a copy whose ``restore_file`` is the intact checkpoint to resume from when
-    ``checkpoint_last.pt`` cannot be read (:func:`checkpoint_to_load`).
-
-    For RoBERTa models of tasks other than ``taco_masked_lm`` (which checks when it builds the
-    model), the checkpoint is checked against ``model`` and the task's dictionary
-    (:func:`check_checkpoint_fits`: e.g. a GLUE fine-tuning with more ``--max-positions`` than
-    pre-training stops with a message, not a ``size mismatch`` traceback), and its data
-    fingerprints go into the task's state, so that the run's checkpoints record them too.
+    ``checkpoint_last.pt`` cannot be read (:func:`checkpoint_to_load`). For RoBERTa models of
+    other tasks than ``taco_masked_lm`` (which checks in ``build_model``) the checkpoint is
+    checked by :func:`check_checkpoint_fits`, and its data fingerprints go into the task's
+    state, so that the run's checkpoints record them too (e.g. GLUE fine-tunings).
 
     Raises:
         OptionError, InputNotFoundError: as :func:`checkpoint_to_load` and
@@ -268,8 +224,8 @@ def restore_config(cfg, task, model):
     if path is None:
         return cfg
     if isinstance(model, RobertaModel) and not isinstance(task, TacoMaskedLMTask):
-        check_checkpoint_fits(path, model, task.source_dictionary)
-        task_state = load_lazily(path).get("task_state") or {}
+        task_state = check_checkpoint_fits(path, model, task.source_dictionary).get(
+            "task_state") or {}
         task.state.merge_state_dict({key: task_state[key] for key in (
             DICTIONARY_KEY, SENTENCEPIECE_KEY) if key in task_state})
     last = os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
@@ -284,11 +240,9 @@ def restore_config(cfg, task, model):
     return cfg
 
 
-def check_checkpoint_fits(path: str, model: torch.nn.Module, dictionary) -> None:
-    """Check that the checkpoint at ``path`` was trained on ``dictionary`` and fits ``model``,
-    from its tensor shapes (memory-mapped). Parameter names are compared as fairseq's RoBERTa
-    loads them (the ``decoder``/``encoder`` and ``emb_layer_norm``/``layernorm_embedding``
-    renames of old checkpoints).
+def check_checkpoint_fits(path: str, model: torch.nn.Module, dictionary) -> dict:
+    """Check that the checkpoint at ``path`` was trained on ``dictionary`` and fits ``model``
+    (parameter names as fairseq's RoBERTa loads them, shapes); returns it (:func:`load_lazily`).
 
     Raises:
         OptionError: for another dictionary (:func:`check_dictionary`), or parameters missing
@@ -322,6 +276,7 @@ def check_checkpoint_fits(path: str, model: torch.nn.Module, dictionary) -> None
             f"{details}{' ...' if len(missing) + len(mismatched) > 3 else ''}. Train with the "
             "checkpoint's --arch and size options, or start from scratch (another --save-dir, "
             "no --restore-file).")
+    return state
 
 
 def _newest_intact_checkpoint(cfg, last: str) -> str:
@@ -342,29 +297,30 @@ def _newest_intact_checkpoint(cfg, last: str) -> str:
             f"checkpoint<epoch>.pt to resume from. Move {last} away to start from scratch, "
             "or pass --restore-file with a checkpoint to start from")
     path = max(candidates, key=candidates.get)
-    _warn_once(
+    warn_once(
         f"{last} cannot be read (cut short, e.g. by a kill while fairseq copied it): resuming "
         f"from {path}, the intact checkpoint with the most updates ({candidates[path]}). The "
         f"unreadable file is left as it is; the next save replaces it")
     return path
 
 
-def _warn_once(message: str) -> None:
+def warn_once(message: str) -> None:
     """Log a warning once per process (the task and fairseq's loading both check)."""
     if message not in _warned:
         _warned.add(message)
         logger.warning(message)
 
 
-def _trained_on(checkpoint, state: dict, file: str = "dict.txt") -> str:
+def trained_on(checkpoint, state: dict, file: str = "dict.txt") -> str:
+    """`` It was trained on DATA/file.`` when the checkpoint records its data, else ``""``."""
     data = recorded_data_dir(checkpoint, state)
     return f" It was trained on {os.path.join(data, file)}." if data else ""
 
 
 def _canonical_weights(state_dict) -> Dict[str, torch.Tensor]:
     """The RoBERTa encoder's parameters by name without the top module (``encoder.`` /
-    ``decoder.``), old LayerNorm name renamed; classification heads left out (fairseq adds
-    or re-initializes those of a fine-tuning itself)."""
+    ``decoder.``), old LayerNorm name renamed, classification heads (fairseq's to re-initialize)
+    left out."""
     return {
         name.split(".", 1)[-1].replace(".emb_layer_norm.", ".layernorm_embedding."): tensor
         for name, tensor in state_dict.items() if not name.startswith("classification_heads.")

@@ -12,10 +12,8 @@ import torch
 from fairseq import modules, utils
 from fairseq.criterions import register_criterion
 from fairseq.criterions.masked_lm import MaskedLmLoss
-from fairseq.criterions.sentence_prediction import (
-    SentencePredictionConfig,
-    SentencePredictionCriterion,
-)
+from fairseq.criterions.sentence_prediction import (SentencePredictionConfig,
+                                                    SentencePredictionCriterion)
 from fairseq.dataclass import ChoiceEnum
 from fairseq.logging import metrics
 from fairseq.logging.meters import safe_round
@@ -36,6 +34,11 @@ def _total(logging_outputs, key):
     return sum(log.get(key, 0) for log in logging_outputs)
 
 
+def _bits(logging_outputs, key, count):
+    """The summed nats of ``key`` per ``count`` (at least 1), in bits."""
+    return _total(logging_outputs, key) / max(count, 1) / math.log(2)
+
+
 @dataclass
 class MlmConfig(ContextSimilarityConfig):
     mlm_positions: ChoiceEnum(MLM_POSITIONS) = field(default="masked", metadata={
@@ -50,9 +53,8 @@ class MlmOutput(NamedTuple):
     Attributes:
         loss: scalar, cross-entropy summed over the predicted positions, nats.
         sample_size: the predicted positions (the masked ones for ``--mlm-positions masked``).
-        logging_output: summable: ``mlm_loss`` (nats over the masked tokens), ``masked_tokens``,
-            ``ntokens``, ``nsentences``, ``sample_size``, with MLM+TP ``tp_loss`` (nats over
-            the unmasked tokens), and the online diagnostics.
+        logging_output: summable, in nats: ``mlm_loss`` (over the masked tokens), with MLM+TP
+            ``tp_loss`` (over the unmasked ones); counts; the online diagnostics.
         inner_states: the encoder's ``return_all_hiddens`` states, ``[seq_len, batch, hidden]``.
         hidden: ``[seq_len, batch, hidden]`` final states h (:func:`last_layer_states`).
     """
@@ -66,21 +68,15 @@ class MlmOutput(NamedTuple):
 
 @register_criterion("mlm", dataclass=MlmConfig)
 class MlmLoss(MaskedLmLoss):
-    """Masked-LM cross-entropy over the masked positions (``--mlm-positions masked``, the MLM
-    baseline: the loss, gradient and sample size of fairseq's ``masked_lm``) or over all
-    non-padding positions (``--mlm-positions all``: MLM+TP, the paper's §5.3 ablation).
+    """Masked-LM cross-entropy over the masked positions (``--mlm-positions masked``: the loss,
+    gradient and sample size of fairseq's ``masked_lm``) or over all non-padding positions
+    (``all``: MLM+TP, §5.3), for the ``masked_lm`` and ``taco_masked_lm`` tasks.
 
-    MLM+TP keeps masked LM's input (15% of the positions masked, 80/10/10) and predicts the
-    *original* token at every non-padding position, ``<s>`` and ``</s>`` included; its loss is
-    the mean over all of them (``sample_size`` = non-padding tokens). fairseq's
-    ``MaskTokensDataset`` puts the original token in ``target`` at the positions it selected
-    and padding elsewhere, where the input is the original, so
-    ``original = where(target != pad, target, src_tokens)``.
-
-    Works with the ``masked_lm`` and ``taco_masked_lm`` tasks and RoBERTa-style models.
-    Logged: ``loss`` (bits per predicted token), ``mlm_loss`` (bits per masked token, as
-    ``masked_lm``'s loss), ``ppl`` (of mlm_loss), with MLM+TP ``tp_loss`` (bits per unmasked
-    token), and the online diagnostics (:mod:`taco_fairseq.diagnostics`).
+    MLM+TP keeps masked LM's input and predicts the *original* token at every non-padding
+    position: ``where(target != pad, target, src_tokens)`` (fairseq's ``MaskTokensDataset``
+    pads ``target`` where the input is the original). Logged: ``loss`` (bits per predicted
+    token), ``mlm_loss`` (bits per masked token), ``ppl``, with MLM+TP ``tp_loss`` (bits per
+    unmasked token), and the online diagnostics (:mod:`taco_fairseq.diagnostics`).
     """
 
     def __init__(self, cfg, task):
@@ -109,15 +105,12 @@ class MlmLoss(MaskedLmLoss):
             projected = predicted if predicted.any() else None
         else:
             projected = torch.where(predicted.any(), predicted, predicted.new([True]))
-        logits, extra = model(
-            **sample["net_input"], masked_tokens=projected, return_all_hiddens=True
-        )
+        logits, extra = model(**sample["net_input"], masked_tokens=projected,
+                              return_all_hiddens=True)
         if projected is not None:
             target, masked = target[projected], masked[projected]
-        token_loss = modules.cross_entropy(
-            logits.view(-1, logits.size(-1)), target.view(-1), reduction="none",
-            ignore_index=self.padding_idx,
-        )
+        token_loss = modules.cross_entropy(logits.view(-1, logits.size(-1)), target.view(-1),
+                                           reduction="none", ignore_index=self.padding_idx)
         masked = masked.view(-1)
         sample_size = predicted.int().sum()
         hidden = last_layer_states(model, extra["inner_states"])
@@ -140,20 +133,19 @@ class MlmLoss(MaskedLmLoss):
         sample_size = _total(logging_outputs, "sample_size")
         masked = _total(logging_outputs, "masked_tokens")
         metrics.log_scalar("loss", cls.loss_bits(logging_outputs), sample_size, round=3)
-        metrics.log_scalar("mlm_loss", _total(logging_outputs, "mlm_loss") / max(masked, 1)
-                           / math.log(2), masked, round=3)
+        metrics.log_scalar("mlm_loss", _bits(logging_outputs, "mlm_loss", masked), masked,
+                           round=3)
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
         if any("tp_loss" in log for log in logging_outputs):
             unmasked = sample_size - masked
-            metrics.log_scalar("tp_loss", _total(logging_outputs, "tp_loss") / max(unmasked, 1)
-                               / math.log(2), unmasked, round=3)
+            metrics.log_scalar("tp_loss", _bits(logging_outputs, "tp_loss", unmasked), unmasked,
+                               round=3)
         ContextSimilarityLogger.reduce_metrics(logging_outputs)
 
     @staticmethod
     def loss_bits(logging_outputs) -> float:
         """The logged ``loss``: bits per predicted token."""
-        sample_size = _total(logging_outputs, "sample_size")
-        return _total(logging_outputs, "loss") / max(sample_size, 1) / math.log(2)
+        return _bits(logging_outputs, "loss", _total(logging_outputs, "sample_size"))
 
 
 @dataclass
@@ -175,14 +167,13 @@ class TacoConfig(ContextSimilarityConfig):
 
 
 class TacoLosses(NamedTuple):
-    """Summed losses of one batch (:meth:`TacoLoss.compute_losses`), unweighted.
+    """Summed, unweighted losses of one batch (:meth:`TacoLoss.compute_losses`).
 
     Attributes:
         mlm_loss: scalar, masked-LM cross-entropy summed over masked tokens, nats.
         tc_loss: scalar float32, InfoNCE summed over anchors, nats (0 without anchors).
-        tc_correct: anchors whose positive outscores all negatives.
-        num_anchors: anchors of the batch.
-        sample_size: masked tokens of the batch.
+        tc_correct, num_anchors, sample_size: anchors whose positive outscores all negatives;
+            anchors; masked tokens.
         skipped: 1 when the batch's TC loss is skipped for want of negatives, else 0.
         logging_output: the MLM part's (:attr:`MlmOutput.logging_output`).
     """
@@ -198,27 +189,20 @@ class TacoLosses(NamedTuple):
 
 @register_criterion("taco", dataclass=TacoConfig)
 class TacoLoss(MlmLoss):
-    """TACO: fairseq's masked-LM loss (``mlm`` with ``--mlm-positions masked``) plus λ times
-    the token-alignment contrastive loss.
+    """TACO (§3.2): ``mlm`` (masked positions) plus λ times the token-alignment contrastive
+    loss, on the batches of ``taco_masked_lm``.
 
-    The objective of one update is ``mean MLM loss over its masked tokens + λ · mean TC loss
-    over its anchors`` (NOTES.md "Objective"; the TC mean is over anchors, as the official
-    code, which equals the paper's mean of per-sequence means when all sequences are full
-    blocks). fairseq divides the gradient of the summed losses of all batches and workers of
-    an update by the summed sample size (masked tokens), so each batch returns
+    An update's objective is mean MLM loss over its masked tokens + λ · mean TC loss over its
+    anchors (the official code's mean; the paper's mean of per-sequence means when all
+    sequences are full blocks). fairseq divides the summed gradient of an update by its summed
+    sample size, so each batch returns ``loss = Σ_masked CE + λ · Σ_anchors InfoNCE · max(M, 1)
+    / max(A, 1)`` and ``sample_size`` = its masked tokens, with M and A the masked tokens and
+    anchors of the whole update over all workers (``update_totals``, set by
+    ``TacoMaskedLMTask.train_step``; in validation the batch's own).
 
-        loss = Σ_masked CE + λ · Σ_anchors InfoNCE · max(M, 1) / max(A, 1),
-        sample_size = masked tokens,
-
-    with M and A the masked tokens and anchors of the whole update over all workers
-    (``update_totals`` of :mod:`taco_fairseq.batch`, set by ``TacoMaskedLMTask.train_step``);
-    without them (validation) the batch's own counts.
-
-    Needs the batches of ``taco_masked_lm`` and a RoBERTa-style model. Logged (summable):
-    ``mlm``'s metrics with ``loss`` = mlm_loss + λ · tc_loss (bits), plus ``tc_loss`` (bits
+    Logged: ``mlm``'s metrics with ``loss`` = mlm_loss + λ · tc_loss (bits), ``tc_loss`` (bits
     per anchor), ``tc_accuracy`` (share of anchors whose positive outscores all K negatives),
-    ``tc_anchors`` (anchors per update) and ``tc_skipped`` (batches per update whose TC loss
-    is skipped for want of negatives).
+    ``tc_anchors`` and ``tc_skipped`` (per update: anchors; batches without negatives).
     """
 
     def __init__(self, cfg: TacoConfig, task):
@@ -226,28 +210,24 @@ class TacoLoss(MlmLoss):
         if not cfg.tc_weight >= 0:  # also rejects NaN
             raise OptionError(f"--tc-weight (λ) must be >= 0, got {cfg.tc_weight}")
         if not cfg.tc_temperature > 0:
-            raise OptionError(
-                f"--tc-temperature (τ) must be > 0 (0.07 in the paper), got {cfg.tc_temperature}"
-            )
+            raise OptionError(f"--tc-temperature (τ) must be > 0 (0.07 in the paper), got "
+                              f"{cfg.tc_temperature}")
         task_cfg = getattr(task, "cfg", None)
         if not hasattr(task_cfg, "tc_negatives"):
             raise OptionError(
                 f"--criterion taco needs --task taco_masked_lm (it draws the TC positions), got "
-                f"--task {getattr(task_cfg, '_name', type(task).__name__)}"
-            )
+                f"--task {getattr(task_cfg, '_name', type(task).__name__)}")
         if task_cfg.tc_cross_worker_negatives and not cfg.tc_detach_keys:
             raise OptionError(
                 "--tc-cross-worker-negatives needs tc_detach_keys true (the default; drop "
-                "--tc-detach-keys): the keys gathered from other workers carry no gradient"
-            )
+                "--tc-detach-keys): the keys gathered from other workers carry no gradient")
         self.tc_weight = cfg.tc_weight
         self.tc_temperature = cfg.tc_temperature
         self.tc_embedding = cfg.tc_embedding
         self.tc_detach_keys = cfg.tc_detach_keys
 
     def forward(self, model, sample, reduce=True):
-        """``(loss, sample_size, logging_output)`` as fairseq's criteria; ``loss`` sums the MLM
-        loss over masked tokens and the scaled, weighted TC loss (see the class doc)."""
+        """``(loss, sample_size, logging_output)`` as fairseq's criteria (see the class doc)."""
         losses = self.compute_losses(model, sample)
         totals = sample["taco"].update_totals
         if totals is None:
@@ -273,9 +253,8 @@ class TacoLoss(MlmLoss):
             KeyError: if ``sample`` has no ``taco`` entry (use ``--task taco_masked_lm``).
         """
         if "taco" not in sample:
-            raise KeyError(
-                "the batch has no TACO positions: the taco criterion needs --task taco_masked_lm"
-            )
+            raise KeyError("the batch has no TACO positions: the taco criterion needs --task "
+                           "taco_masked_lm")
         mlm = self.mlm_forward(model, sample)
         taco = sample["taco"]
         cross_worker = isinstance(taco, CrossWorkerTacoBatch)
@@ -291,30 +270,21 @@ class TacoLoss(MlmLoss):
             vectors = self.global_bias(model, sample, mlm.hidden, mlm.inner_states)
             if cross_worker:
                 vectors, anchor, positive, negative, dropped = complete_negatives(
-                    vectors.flatten(0, 1), taco, across_workers=taco.update_totals is not None
-                )
+                    vectors.flatten(0, 1), taco, across_workers=taco.update_totals is not None)
                 no_tc = no_tc._replace(skipped=int(dropped > 0))
             else:
                 anchor, positive, negative = taco.anchor, taco.positive, taco.negative
             if len(anchor) == 0:
                 return no_tc
-            tc = info_nce(
-                vectors, anchor, positive, negative, self.tc_temperature, self.tc_detach_keys
-            )
+            tc = info_nce(vectors, anchor, positive, negative, self.tc_temperature,
+                          self.tc_detach_keys)
         return no_tc._replace(tc_loss=tc.loss.sum(), tc_correct=tc.correct.sum(),
                               num_anchors=len(anchor))
 
     def global_bias(self, model, sample, hidden, inner_states) -> Tensor:
         """g = h − e for every position: ``[batch, seq_len, hidden]`` float32 (TACO §3.1), from
         the final states ``hidden`` and the encoder's ``inner_states`` (both ``[seq_len, batch,
-        hidden]``).
-
-        e by ``--tc-embedding``: ``layer-output``, the embedding layer's output
-        (``inner_states[0]``: token + position embedding, LayerNorm and, in training, the
-        embedding dropout; the official code); ``token``, the token-embedding row of the input
-        token (at masked positions the ``<mask>`` row, or the random or kept token's);
-        ``original-token``, the row of the token before masking.
-        """
+        hidden]``); e by ``--tc-embedding``, ``layer-output`` being ``inner_states[0]``."""
         if self.tc_embedding == "layer-output":
             embedding = inner_states[0]  # [seq_len, batch, hidden], as the hidden states
         else:
@@ -330,26 +300,20 @@ class TacoLoss(MlmLoss):
         """Aggregate logging outputs from data parallel training."""
         super().reduce_metrics(logging_outputs)
         anchors = _total(logging_outputs, "tc_anchors")
-        metrics.log_scalar("tc_loss", _total(logging_outputs, "tc_loss") / max(anchors, 1)
-                           / math.log(2), anchors, round=3)
+        metrics.log_scalar("tc_loss", _bits(logging_outputs, "tc_loss", anchors), anchors, round=3)
         metrics.log_scalar("_tc_correct", _total(logging_outputs, "tc_correct"))
         metrics.log_scalar("_tc_anchors", anchors)
-        metrics.log_derived(
-            "tc_accuracy",
-            lambda meters: safe_round(meters["_tc_correct"].sum / meters["_tc_anchors"].sum, 4)
-            if meters["_tc_anchors"].sum > 0
-            else float("nan"),
-        )
+        metrics.log_derived("tc_accuracy", lambda meters: safe_round(
+            meters["_tc_correct"].sum / meters["_tc_anchors"].sum, 4)
+            if meters["_tc_anchors"].sum > 0 else float("nan"))
         metrics.log_scalar("tc_anchors", anchors, round=0)
         metrics.log_scalar("tc_skipped", _total(logging_outputs, "tc_skipped"), round=2)
 
     @staticmethod
     def loss_bits(logging_outputs) -> float:
         """The logged ``loss``: mlm_loss + λ · tc_loss, in bits."""
-        masked = max(_total(logging_outputs, "masked_tokens"), 1)
-        anchors = max(_total(logging_outputs, "tc_anchors"), 1)
-        return (_total(logging_outputs, "mlm_loss") / masked + _total(
-            logging_outputs, "weighted_tc_loss") / anchors) / math.log(2)
+        return (_bits(logging_outputs, "mlm_loss", _total(logging_outputs, "masked_tokens"))
+                + _bits(logging_outputs, "weighted_tc_loss", _total(logging_outputs, "tc_anchors")))
 
 
 _CONFUSION = "_cm_"
@@ -360,21 +324,14 @@ _MOMENTS = ("_reg_n", "_reg_x", "_reg_y", "_reg_xx", "_reg_yy", "_reg_xy")
 class SummableSentencePredictionCriterion(SentencePredictionCriterion):
     """fairseq's ``sentence_prediction`` whose GLUE metrics survive data-parallel validation.
 
-    fairseq's criterion logs, in validation with ``--report-mcc``, ``--report-acc-and-f1`` or
-    ``--report-pearson-and-spearman``, the *lists* of each batch's predictions and targets yet
-    declares its logging outputs summable; with several workers fairseq adds them up
-    (``Trainer._fast_stat_sync_sum``), which fails on lists. This criterion computes loss,
-    accuracy and predictions as fairseq's, but logs sums instead:
-
-    * classification: the confusion matrix, one count per (gold, predicted) pair of label
-      values (``_cm_{gold}_{pred}``; the integer labels fairseq reports), from which accuracy,
-      ``mcc`` (``--report-mcc``), F1 of label 1 (``f1``, fairseq's default) and ``acc_and_f1``
-      (``--report-acc-and-f1``) follow exactly (:func:`confusion_metrics`);
-    * regression: n, Σx, Σy, Σx², Σy², Σxy (``_reg_*``, float64), from which ``pearson``
-      (``--report-pearson-and-spearman``) follows exactly (:func:`pearson_from_moments`).
-
-    Spearman's correlation needs the ranks of all predictions and is not logged (the GLUE
-    runner computes it from the saved dev predictions). Metrics are in points (0-100).
+    With ``--report-mcc``, ``--report-acc-and-f1`` or ``--report-pearson-and-spearman``
+    fairseq's criterion logs *lists* of predictions and targets as summable outputs, which
+    fail when fairseq sums them over workers. This one logs sums from which the metrics (in
+    points) follow exactly: per (gold, predicted) pair of integer labels a count
+    (``_cm_{gold}_{pred}``: accuracy, ``mcc``, ``f1`` of label 1 and ``acc_and_f1``,
+    :func:`confusion_metrics`); for regression n, Σx, Σy, Σx², Σy², Σxy (``_reg_*``, float64:
+    ``pearson``, :func:`pearson_from_moments`). Spearman's correlation needs all ranks and is
+    not logged (the GLUE runner computes it from the saved dev predictions).
 
     Raises:
         ValueError: ``--report-mcc``/``--report-acc-and-f1`` with non-integer class labels.
@@ -388,10 +345,9 @@ class SummableSentencePredictionCriterion(SentencePredictionCriterion):
             try:
                 self.label_values = sorted(int(s) for s in symbols)
             except ValueError:
-                raise ValueError(
-                    "--report-mcc/--report-acc-and-f1 need integer class labels (as GLUE's "
-                    f"CoLA, MRPC, QQP); the label dictionary has {symbols}"
-                ) from None
+                raise ValueError("--report-mcc/--report-acc-and-f1 need integer class labels "
+                                 f"(as GLUE's CoLA, MRPC, QQP); the label dictionary has "
+                                 f"{symbols}") from None
 
     def forward(self, model, sample, reduce=True):
         """As fairseq's ``sentence_prediction``, the prediction/target lists replaced by
@@ -432,9 +388,8 @@ class SummableSentencePredictionCriterion(SentencePredictionCriterion):
                 metrics.log_derived("acc_and_f1", lambda m: (
                     _confusion_metric(m, "f1") + _confusion_metric(m, "accuracy")) / 2)
         elif keys and reported("report_pearson_and_spearman"):
-            metrics.log_derived(
-                "pearson", lambda m: pearson_from_moments(*(m[k].sum for k in _MOMENTS))
-            )
+            metrics.log_derived("pearson",
+                                lambda m: pearson_from_moments(*(m[k].sum for k in _MOMENTS)))
 
 
 def _confusion_metric(meters, name):
@@ -447,8 +402,7 @@ def _confusion_metric(meters, name):
 
 def confusion_metrics(confusion: np.ndarray, positive: Optional[int] = None) -> Dict[str, float]:
     """Accuracy, Matthews correlation and (with ``positive``) F1 from a confusion matrix, in
-    points: scikit-learn's ``matthews_corrcoef`` and ``f1_score`` (0 without any positive)
-    over the (gold, predicted) pairs weighted by their counts.
+    points: scikit-learn's (F1 0 without any positive) on the pairs weighted by their counts.
 
     Args:
         confusion: ``[classes, classes]`` counts, ``confusion[gold, predicted]``.

@@ -1,14 +1,12 @@
 """The data side of ``taco_masked_lm``: TC positions added at collate time, and the totals of
 each update written into its batches.
 
-fairseq accumulates the gradients of ``--update-freq`` batches and divides their sum by the
-summed sample size. For TACO's objective, *mean MLM loss over the update's masked tokens + λ ·
-mean TC loss over its anchors*, the criterion must know the update's masked tokens and anchors
-before the backward pass of its first batch. fairseq's ``train.py`` groups ``update_freq``
-consecutive batches of the epoch iterator into one update (``GroupedIterator``);
-:class:`UpdateTotalsIterator` reads the same groups one step ahead and writes their totals into
-every batch (``batch["update_totals"]``); ``TacoMaskedLMTask.train_step`` then sums them over
-the workers.
+For TACO's objective (mean MLM loss over the update's masked tokens + λ · mean TC loss over
+its anchors) the criterion must know an update's masked tokens and anchors before the
+backward pass of its first batch. fairseq's ``train.py`` groups ``update_freq`` consecutive
+batches into one update (``GroupedIterator``); :class:`UpdateTotalsIterator` reads the same
+groups ahead and writes their totals into every batch (``batch["update_totals"]``), which
+``TacoMaskedLMTask.train_step`` sums over the workers.
 """
 
 import itertools
@@ -28,10 +26,8 @@ Counts = Callable[[dict], Dict[str, int]]
 
 class ContrastiveSamplingDataset(BaseWrapperDataset):
     """Wraps a masked-LM dataset; its collater adds ``batch["taco"]``, a
-    :class:`~taco_fairseq.batch.TacoBatch` (or, with ``cross_worker``, a
-    :class:`~taco_fairseq.batch.CrossWorkerTacoBatch`).
-
-    Sampling is deterministic given (seed, epoch, ids of the batch's examples), like fairseq's
+    :class:`~taco_fairseq.batch.TacoBatch` (with ``cross_worker`` a ``CrossWorkerTacoBatch``),
+    drawn deterministically given (seed, epoch, ids of the batch's examples) like fairseq's
     ``MaskTokensDataset``, so a resumed run draws what an uninterrupted one would have.
 
     Args:
@@ -43,9 +39,7 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
             ``<s>`` and ``</s>``); empty keeps special tokens, as the official code.
         positions: which tokens are anchors: ``all`` (TACO), ``masked`` (concentrated TACO)
             or ``unmasked``.
-        window: W, odd, >= 3.
-        num_negatives: K >= 1.
-        seed: the run's seed.
+        window, num_negatives, seed: W (odd, >= 3), K (>= 1) and the run's seed.
         cross_worker: leave the negatives to the criterion (``--tc-cross-worker-negatives``).
 
     Raises:
@@ -95,11 +89,8 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
             return batch
         row_length = candidate.sum(axis=1)
         available = row_length.sum() - row_length[sampled.anchor // candidate.shape[1]]
-        batch["taco"] = TacoBatch(
-            **tensors,
-            skipped=bool((row_length > 0).sum() < 2),
-            available_negatives=int(available.min()) if len(available) else 0,
-        )
+        batch["taco"] = TacoBatch(**tensors, skipped=bool((row_length > 0).sum() < 2),
+                                  available_negatives=int(available.min()) if len(available) else 0)
         return batch
 
 
@@ -110,8 +101,7 @@ class UpdateTotalsIterator:
 
     Args:
         batches: a fairseq ``CountingIterator`` over the batches of an epoch in training order
-            (empty dicts, fairseq's placeholders for exhausted shards, count zero and stay
-            empty).
+            (empty dicts, fairseq's placeholders for exhausted shards, count zero).
         update_freq: batches per update, as ``GroupedIterator`` groups them.
         counts: maps a batch to the counts to sum (e.g. masked tokens and anchors).
     """
@@ -146,9 +136,9 @@ class UpdateTotalsIterator:
 class UpdateTotalsEpochIterator:
     """Wraps a fairseq ``EpochBatchIterator`` so that its batches carry update totals.
 
-    Everything but :meth:`next_epoch_itr` is delegated to the wrapped iterator, so the
-    checkpoint state (epoch, iterations in epoch) is the wrapped one's. Mid-epoch checkpoints
-    fall on update boundaries, where this wrapper has read exactly as far as the trainer.
+    Everything but :meth:`next_epoch_itr` is delegated, so the checkpoint state (epoch,
+    iterations in epoch) is the wrapped one's: mid-epoch checkpoints fall on update
+    boundaries, where this wrapper has read exactly as far as the trainer.
 
     Args:
         epoch_itr: the iterator returned by ``FairseqTask.get_batch_iterator``.
@@ -173,5 +163,4 @@ class UpdateTotalsEpochIterator:
         epoch = self._epoch_itr.epoch
         update_freq = self._update_freq[min(epoch, len(self._update_freq)) - 1]
         return iterators.CountingIterator(
-            UpdateTotalsIterator(itr, update_freq, self._counts), start=itr.n, total=itr.total
-        )
+            UpdateTotalsIterator(itr, update_freq, self._counts), start=itr.n, total=itr.total)

@@ -1,29 +1,20 @@
-"""Intra- and inter-context similarity: the pairs, their measures, and the online diagnostics
-that the ``taco`` and ``mlm`` criteria log.
+"""Intra- and inter-context similarity (TACO §2.2, appendix A.3): the pairs, their cosine sums,
+and the online diagnostics that the ``taco`` and ``mlm`` criteria log.
 
-Paper, appendix A.3: "For every token w_i in the corpus, we randomly sample a positive token
-w_{j≠i} within the same context (sentence) and another token w_k from other sentences", then
-average a similarity of the last-layer states (h_i, h_j) (intra-context) and (h_i, h_k)
-(inter-context) over all tokens. The *contextual score* (§2.2) is the gap: mean intra-context
-cosine − mean inter-context cosine. Appendix Table 9 also gives, for the dot product and the
-L1, L2 and L10 distances, the ratio of the intra-context mean over the inter-context mean.
+A.3: "For every token w_i in the corpus, we randomly sample a positive token w_{j≠i} within
+the same context (sentence) and another token w_k from other sentences"; the *contextual
+score* is the mean cosine of the last-layer states (h_i, h_j) (intra-context) − that of
+(h_i, h_k) (inter-context). A context is a row of a padded ``[batch, seq_len]`` batch (a
+training sequence online, a sentence in :mod:`taco_fairseq.analysis.contextual_score`).
 
-A *context* is a row of a padded ``[batch, seq_len]`` batch (a sentence for the corpus score of
-:mod:`taco_fairseq.analysis.contextual_score`, a training sequence online) and only positions
-marked ``valid`` take part. Everything is vectorized with static shapes (no host
-synchronization on a GPU).
-
-Online (:class:`ContextSimilarityLogger`), the criterion's own forward pass is reused: the
-input is the training input (15% of tokens masked or replaced), every token but ``<s>``,
-``</s>`` and padding is an anchor, and the pairs come from a generator of their own
-(:data:`PAIR_SEED`), so training (masks, dropout, losses, gradients) is the same with and
-without the diagnostics. Logged: ``intra_context_cos``, ``inter_context_cos`` (means over the
-tokens of the logging interval) and ``contextual_score`` (their difference); off with
-``--no-context-similarity``.
+Online (:class:`ContextSimilarityLogger`) the criterion's forward pass is reused: every token
+of the training input but ``<s>``, ``</s>`` and padding is an anchor, and the pairs come from a
+generator of their own (:data:`PAIR_SEED`), so training is the same without the diagnostics
+(``--no-context-similarity``).
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -34,10 +25,6 @@ from torch import Tensor
 from .loss import NORM_EPS
 from .sampling import outside_row, uniform_below
 
-#: Measures of a pair of vectors (a, b): similarities (higher = closer) and distances.
-MEASURES = ("cosine", "dot", "l1", "l2", "l10")
-_LP_ORDER = {"l1": 1.0, "l2": 2.0, "l10": 10.0}
-
 #: Seed of the online pairs' own generator (one per device and criterion).
 PAIR_SEED = 0
 #: Keys of the (summable) logging outputs.
@@ -47,8 +34,7 @@ INTER_KEY = "inter_context_cos_sum"
 
 
 class ContextPairs(NamedTuple):
-    """One intra- and one inter-context partner for every position of a ``[batch, seq_len]``
-    batch (:func:`sample_context_pairs`).
+    """One intra- and one inter-context partner for every position (:func:`sample_context_pairs`).
 
     Attributes:
         anchor: ``[batch, seq_len]`` bool, positions that have both partners.
@@ -63,28 +49,11 @@ class ContextPairs(NamedTuple):
     inter: Tensor
 
 
-class PairSums(NamedTuple):
-    """Sums of pair measures over the anchors of one or more batches (summable).
-
-    Attributes:
-        count: number of anchors (pairs of each kind).
-        intra: measure name -> sum over anchors of measure(h_anchor, h_intra).
-        inter: measure name -> sum over anchors of measure(h_anchor, h_inter).
-    """
-
-    count: Tensor
-    intra: Dict[str, Tensor]
-    inter: Dict[str, Tensor]
-
-
 def sample_context_pairs(valid: Tensor, generator: torch.Generator) -> ContextPairs:
-    """Draw an intra- and an inter-context partner for every valid position.
-
-    For position (b, t): the intra partner is uniform over the other ``L_b − 1`` valid
-    positions of row b, the inter partner uniform over the ``N − L_b`` valid positions of the
-    other rows (``L_b``: valid positions of row b, ``N``: of the batch), both by
-    :func:`taco_fairseq.sampling.outside_row`. A position is an anchor when both sets are
-    non-empty.
+    """Draw an intra- and an inter-context partner for every valid position (b, t): uniform
+    over the other ``L_b − 1`` valid positions of row b, and over the ``N − L_b`` valid
+    positions of the other rows (:func:`taco_fairseq.sampling.outside_row`); an anchor where
+    both exist. Vectorized with static shapes (no host synchronization).
 
     Args:
         valid: ``[batch, seq_len]`` bool, positions that may be anchors and partners.
@@ -95,18 +64,16 @@ def sample_context_pairs(valid: Tensor, generator: torch.Generator) -> ContextPa
         ValueError: if ``valid`` is not a 2-d bool tensor.
     """
     if valid.dim() != 2 or valid.dtype != torch.bool:
-        raise ValueError(
-            f"valid must be a [batch, seq_len] bool tensor, got {valid.dtype} {tuple(valid.shape)}"
-        )
+        raise ValueError(f"valid must be a [batch, seq_len] bool tensor, got {valid.dtype} "
+                         f"{tuple(valid.shape)}")
     batch, seq_len = valid.shape
     row_cum = valid.long().cumsum(1)  # [B, T]: valid positions up to and including t
     row_len = row_cum[:, -1:]  # [B, 1]
     row_start = row_len.cumsum(0) - row_len  # [B, 1]: rank of the row's first valid position
     flat_cum = (row_cum + row_start).flatten()  # [B·T]: valid positions of the batch up to here
     total = flat_cum[-1]
-    uniform = torch.rand(
-        (2, batch, seq_len), generator=generator, device=valid.device, dtype=torch.float64
-    )
+    uniform = torch.rand((2, batch, seq_len), generator=generator, device=valid.device,
+                         dtype=torch.float64)
     # ranks: within the row without the anchor itself (rank row_cum − 1), then over the batch
     intra_rank = outside_row(uniform_below(uniform[0], row_len - 1), row_cum - 1, 1)
     intra_column = torch.searchsorted(row_cum, intra_rank + 1).clamp(max=seq_len - 1)
@@ -117,105 +84,45 @@ def sample_context_pairs(valid: Tensor, generator: torch.Generator) -> ContextPa
     return ContextPairs(anchor, intra, inter.view(batch, seq_len))
 
 
-def pair_measure_sums(
-    states: Tensor, pairs: ContextPairs, measures: Sequence[str] = ("cosine",)
-) -> PairSums:
-    """Sum each measure over the anchors' intra- and inter-context pairs.
+def cosine(flat: Tensor, index: Tensor) -> Tensor:
+    """``[rows]``: the cosine a·b / (max(‖a‖, ε) · max(‖b‖, ε)) (ε =
+    :data:`taco_fairseq.loss.NORM_EPS`) of every row a of ``flat`` (``[rows, hidden]``) and
+    the row b that ``index`` (``[rows]`` int64) points to."""
+    unit = F.normalize(flat, dim=-1, eps=NORM_EPS)
+    return (unit * unit.index_select(0, index)).sum(-1)
 
-    Measures of vectors a, b: ``cosine`` = a·b / (max(‖a‖, ε) · max(‖b‖, ε)) (ε =
-    :data:`taco_fairseq.loss.NORM_EPS`), ``dot`` = a·b, ``l1``/``l2``/``l10`` = ‖a − b‖_p for
-    p = 1, 2, 10. Cosine and dot product in float32, the distances in float64 (|x|^10
-    overflows float32 for large states).
+
+def pair_sums(states: Tensor, pairs: ContextPairs,
+              measure: Callable[[Tensor, Tensor], Tensor] = cosine) -> Tuple[Tensor, ...]:
+    """``(anchors, intra, inter)``: the number of anchors (int64) and the float64 sums over
+    them of ``measure(h_anchor, h_intra)`` and ``measure(h_anchor, h_inter)``, no gradient.
 
     Args:
         states: ``[batch, seq_len, hidden]`` representations (e.g. last-layer states).
         pairs: from :func:`sample_context_pairs` on the same ``[batch, seq_len]``.
-        measures: names from :data:`MEASURES`.
-
-    Returns:
-        :class:`PairSums`: float64 sums (``count`` int64), no gradient.
+        measure: as :func:`cosine` (the default), on the states as float32 rows.
 
     Raises:
-        ValueError: for an unknown measure or mismatched shapes.
+        ValueError: for mismatched shapes.
     """
-    unknown = [m for m in measures if m not in MEASURES]
-    if unknown:
-        raise ValueError(f"unknown measures {unknown}; choose from {MEASURES}")
     if states.dim() != 3 or states.shape[:2] != pairs.anchor.shape:
-        raise ValueError(
-            f"states must be [batch, seq_len, hidden] with [batch, seq_len] = "
-            f"{tuple(pairs.anchor.shape)}, got {tuple(states.shape)}"
-        )
+        raise ValueError(f"states must be [batch, seq_len, hidden] with [batch, seq_len] = "
+                         f"{tuple(pairs.anchor.shape)}, got {tuple(states.shape)}")
     with torch.no_grad():
         flat = states.detach().flatten(0, 1).float()  # [B·T, hidden]
         anchor = pairs.anchor.flatten()
-        unit = F.normalize(flat, dim=-1, eps=NORM_EPS) if "cosine" in measures else None
-        sums = []
-        for partner in (pairs.intra, pairs.inter):
-            index = partner.flatten()
-            sums.append({
-                m: torch.where(anchor, _measure(m, flat, unit, index), 0).double().sum()
-                for m in measures
-            })
-        return PairSums(anchor.sum(), *sums)
-
-
-def _measure(name: str, flat: Tensor, unit: Tensor, index: Tensor) -> Tensor:
-    """``[B·T]``: the measure between every row of ``flat`` and the row ``index`` points to
-    (``unit``: the rows normalized), at every position (static shapes)."""
-    if name == "cosine":
-        return (unit * unit.index_select(0, index)).sum(-1)
-    if name == "dot":
-        return (flat * flat.index_select(0, index)).sum(-1)
-    difference = flat.double() - flat.index_select(0, index).double()
-    return torch.linalg.vector_norm(difference, ord=_LP_ORDER[name], dim=-1)
-
-
-def summarize(sums: PairSums) -> Dict[str, float]:
-    """Means, gaps and ratios of summed pair measures (§2.2, appendix Table 9): for every
-    measure m, ``{m}_intra`` and ``{m}_inter`` (means over anchors), ``{m}_gap`` = intra −
-    inter (for ``cosine``: the contextual score) and ``{m}_ratio`` = intra / inter; ``pairs``
-    is the number of anchors.
-
-    Raises:
-        ValueError: if there are no pairs (no two contexts with two or more tokens).
-    """
-    count = int(sums.count)
-    if count == 0:
-        raise ValueError(
-            "no intra/inter-context pairs: need at least two contexts with two or more tokens"
-        )
-    row = {"pairs": count}
-    for measure, intra_sum in sums.intra.items():
-        intra = float(intra_sum) / count
-        inter = float(sums.inter[measure]) / count
-        row[f"{measure}_intra"] = intra
-        row[f"{measure}_inter"] = inter
-        row[f"{measure}_gap"] = intra - inter
-        row[f"{measure}_ratio"] = intra / inter if inter != 0 else float("nan")
-    return row
-
-
-def add_sums(a: PairSums, b: PairSums) -> PairSums:
-    """The elementwise sum of two :class:`PairSums` with the same measures."""
-    return PairSums(
-        a.count + b.count,
-        {m: a.intra[m] + b.intra[m] for m in a.intra},
-        {m: a.inter[m] + b.inter[m] for m in a.inter},
-    )
+        sums = [torch.where(anchor, measure(flat, partner.flatten()), 0).double().sum()
+                for partner in (pairs.intra, pairs.inter)]
+    return (anchor.sum(), *sums)
 
 
 @dataclass
 class ContextSimilarityConfig(FairseqDataclass):
     """Criterion option of the online diagnostics (a base of the criteria's configs)."""
 
-    no_context_similarity: bool = field(
-        default=False,
-        metadata={
-            "help": "do not log the intra/inter-context cosine similarity of the last-layer "
-            "states (intra_context_cos, inter_context_cos, contextual_score)"
-        },
-    )
+    no_context_similarity: bool = field(default=False, metadata={
+        "help": "do not log the intra/inter-context cosine similarity of the last-layer "
+        "states (intra_context_cos, inter_context_cos, contextual_score)"})
 
 
 def last_layer_states(model, inner_states: List[Tensor]) -> Tensor:
@@ -228,12 +135,8 @@ def last_layer_states(model, inner_states: List[Tensor]) -> Tensor:
 
 
 class ContextSimilarityLogger:
-    """Computes and reduces the online diagnostics for a criterion.
-
-    Args:
-        cfg: a :class:`ContextSimilarityConfig` (or a config derived from it).
-        dictionary: the task's dictionary (its ``<s>``, ``</s>`` and padding are excluded).
-    """
+    """Computes and reduces the online diagnostics for a criterion with a
+    :class:`ContextSimilarityConfig` and the task's dictionary (``<s>``, ``</s>``, padding)."""
 
     def __init__(self, cfg: ContextSimilarityConfig, dictionary):
         self.enabled = not cfg.no_context_similarity
@@ -241,13 +144,9 @@ class ContextSimilarityLogger:
         self._generators: Dict[torch.device, torch.Generator] = {}
 
     def logging_output(self, sample, hidden: Tensor) -> Dict[str, Tensor]:
-        """The batch's summable diagnostics: ``{}`` when disabled, else the number of pairs
-        (``context_pairs``) and the sums of intra- and inter-context cosine similarity.
-
-        Args:
-            sample: the batch (``net_input.src_tokens [batch, seq_len]``).
-            hidden: ``[seq_len, batch, hidden]`` last-layer states (:func:`last_layer_states`).
-        """
+        """The batch's summable diagnostics (``{}`` when disabled): the number of pairs and
+        the intra- and inter-context cosine sums of ``hidden``, ``[seq_len, batch, hidden]``
+        last-layer states (:func:`last_layer_states`) of ``net_input.src_tokens``."""
         if not self.enabled:
             return {}
         with torch.no_grad():
@@ -258,14 +157,13 @@ class ContextSimilarityLogger:
                 self._generators[tokens.device] = torch.Generator(tokens.device).manual_seed(
                     PAIR_SEED)
             pairs = sample_context_pairs(valid, self._generators[tokens.device])
-            sums = pair_measure_sums(hidden.transpose(0, 1), pairs)
-        return {PAIRS_KEY: sums.count, INTRA_KEY: sums.intra["cosine"],
-                INTER_KEY: sums.inter["cosine"]}
+            count, intra, inter = pair_sums(hidden.transpose(0, 1), pairs)
+        return {PAIRS_KEY: count, INTRA_KEY: intra, INTER_KEY: inter}
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        """Log ``intra_context_cos``, ``inter_context_cos`` (weighted by pairs, so means over
-        a logging interval) and ``contextual_score``; nothing without pairs."""
+        """Log ``intra_context_cos``, ``inter_context_cos`` (means over the pairs of a logging
+        interval) and ``contextual_score`` (their difference); nothing without pairs."""
         pairs = float(sum(log.get(PAIRS_KEY, 0) for log in logging_outputs))
         if pairs == 0:
             return

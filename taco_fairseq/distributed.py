@@ -1,20 +1,12 @@
 """Cross-worker negatives (``--tc-cross-worker-negatives``): each anchor's K negatives are drawn
 uniformly from the candidate tokens of *all* data-parallel workers' sequences other than its
-own, the distribution TACO's sampler (§3.1, "Negative pairs") gives when one worker holds the
-whole global batch.
+own, as TACO's sampler (§3.1, "Negative pairs") would with the whole global batch on one worker.
 
-The loader cannot see the other workers' tokens, so the draw is split in two:
-:func:`taco_fairseq.sampling.sample_cross_worker_positions` draws the variates (deterministic
-given seed, epoch and batch ids); at every training step the criterion then
-
-1. all-gathers every worker's candidate count and its candidates' global-bias vectors,
-   detached (keys carry no gradient: ``tc_detach_keys`` must be true);
-2. maps each variate to an index of the global pool (workers in rank order, each worker's
-   candidates in row-major order) with :func:`global_negative_index`, by the rule of the local
-   sampler (:func:`taco_fairseq.sampling.outside_row`).
-
-Validation draws negatives within each worker's batch (the same rule with one worker), because
-fairseq's validation loop does not mark the padding batches that keep workers in step.
+The loader draws the variates (:func:`taco_fairseq.sampling.sample_cross_worker_positions`);
+at every training step the criterion all-gathers the workers' detached candidate vectors and
+maps each variate to the global pool (workers in rank order) by :func:`global_negative_index`.
+Validation draws within each worker's batch: fairseq's validation loop does not mark the
+padding batches that keep workers in step.
 """
 
 from typing import List, NamedTuple
@@ -49,8 +41,8 @@ class CompletedNegatives(NamedTuple):
 def global_negative_index(
     uniform: Tensor, row_start: Tensor, row_length: Tensor, pool_sizes: List[int], rank: int
 ) -> Tensor:
-    """Map variates to indices of the global candidate pool, outside each anchor's row:
-    ``d = floor(u · (T − n))`` over the T − n candidates outside the anchor's row of n.
+    """Map variates to indices of the global candidate pool outside each anchor's row:
+    ``outside_row(floor(u · (T − n)))`` for the n candidates of the anchor's row.
 
     Args:
         uniform: ``[anchors, K]`` float64 in [0, 1).
@@ -70,7 +62,7 @@ def global_negative_index(
 
 def complete_negatives(vectors: Tensor, taco: CrossWorkerTacoBatch,
                        across_workers: bool) -> CompletedNegatives:
-    """Draw the negatives of a cross-worker batch (see the module doc).
+    """Draw the negatives of a cross-worker batch.
 
     Args:
         vectors: ``[batch * seq_len, hidden]`` float32 global-bias vectors of the batch.
@@ -88,17 +80,12 @@ def complete_negatives(vectors: Tensor, taco: CrossWorkerTacoBatch,
         rank = distributed_utils.get_data_parallel_rank()
     else:
         pool, pool_sizes, rank = local, [len(local)], 0
-    index = global_negative_index(
-        taco.negative_uniform, taco.anchor_row_start, row_length, pool_sizes, rank
-    )
+    index = global_negative_index(taco.negative_uniform, taco.anchor_row_start, row_length,
+                                  pool_sizes, rank)
     keep = sum(pool_sizes) - row_length > 0
-    return CompletedNegatives(
-        torch.cat([vectors, pool.to(vectors.dtype)]),
-        taco.anchor[keep],
-        taco.positive[keep],
-        index[keep] + len(vectors),
-        int((~keep).sum()),
-    )
+    return CompletedNegatives(torch.cat([vectors, pool.to(vectors.dtype)]), taco.anchor[keep],
+                              taco.positive[keep], index[keep] + len(vectors),
+                              int((~keep).sum()))
 
 
 def _all_gather_rows(rows: Tensor, group):

@@ -3,12 +3,10 @@
 The checks of options, data and checkpoints raise :class:`OptionError` (a ``ValueError``) or
 :class:`InputNotFoundError` (a ``FileNotFoundError``), whose message names the option or file
 and the fix. Such an error ends the command with ``error: MESSAGE`` on stderr and exit status
-1, without a traceback: in ``fairseq-train --user-dir taco_fairseq`` (and every program that
-imports ``taco_fairseq``) through :func:`excepthook`, which shortens these two classes only; in
-``fairseq-hydra-train`` because hydra prints a ``CompactHydraException``'s message alone.
-``TACO_FAIRSEQ_DEBUG=1`` (``HYDRA_FULL_ERROR=1`` for hydra) brings the traceback back. With
-fairseq's own spawning of one process per GPU the error reaches the parent as torch's
-``ProcessRaisedException``, traceback included.
+1, without a traceback: through :func:`excepthook` in every program that imports
+``taco_fairseq``, and in ``fairseq-hydra-train`` because hydra prints a
+``CompactHydraException``'s message alone. ``TACO_FAIRSEQ_DEBUG=1`` (``HYDRA_FULL_ERROR=1``
+for hydra) brings the traceback back.
 """
 
 import os
@@ -41,10 +39,8 @@ def hydra_relative_path_hint(path) -> str:
 
     if path is None or os.path.isabs(path) or not HydraConfig.initialized():
         return ""
-    return (
-        f" (fairseq-hydra-train runs in {os.getcwd()}, not in {get_original_cwd()} where it "
-        f"was started: give absolute paths, e.g. {os.path.join('$PWD', path)})"
-    )
+    return (f" (fairseq-hydra-train runs in {os.getcwd()}, not in {get_original_cwd()} where "
+            f"it was started: give absolute paths, e.g. {os.path.join('$PWD', path)})")
 
 
 def excepthook(kind, error, traceback):

@@ -1,15 +1,11 @@
 """Narrow fixes of fairseq (ve-fairseq 0.12.3), applied when ``taco_fairseq`` is imported.
 
 * ``--sample-break-mode eos``: fairseq's ``TokenBlockDataset`` and ``LanguagePairDataset`` use
-  ``np.compat.long``, which numpy 2 removed (``AttributeError: module 'numpy' has no attribute
-  'compat'``, fairseq's own ``masked_lm`` as well). The two modules get a view of numpy that
-  adds exactly that alias (numpy 1's ``np.compat.long`` was ``int``, i.e. int64); numpy itself
-  is unchanged.
+  ``np.compat.long``, which numpy 2 removed; the two modules get a view of numpy that adds
+  exactly that alias (int64, as numpy 1's), numpy itself is unchanged.
 * ``checkpoint_utils.load_checkpoint``, where ``fairseq-train`` loads the checkpoint it resumes
   or starts from, first goes through :func:`taco_fairseq.checkpoints.restore_config`, for every
-  task: an unreadable ``checkpoint_last.pt`` resumes from the newest intact checkpoint, a
-  missing ``--restore-file`` is an error, and a RoBERTa checkpoint that does not fit the model
-  is refused with a message. Everything else is fairseq's.
+  task.
 """
 
 import functools

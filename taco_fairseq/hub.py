@@ -23,6 +23,7 @@ from fairseq.models.roberta import RobertaHubInterface
 
 from . import checkpoints
 from .checkpoints import SENTENCEPIECE_MODEL
+from .pretrained import check_training_data, load_task_dictionary
 
 PathLike = Union[str, Path]
 
@@ -149,7 +150,7 @@ def from_pretrained(
             SentencePiece model is missing; the message names the argument to pass.
         ValueError: if the data directory's dictionary or the SentencePiece model is not the
             one the checkpoint was trained with
-            (:func:`taco_fairseq.checkpoints.check_dictionary`; the message names both).
+            (:func:`taco_fairseq.pretrained.check_training_data`; the message names both).
     """
     checkpoint = resolve_checkpoint(checkpoint)
     if data_dir is None:
@@ -182,10 +183,8 @@ def from_pretrained(
     if not dict_file.is_file():
         raise FileNotFoundError(f"no {dict_file.relative_to(data_dir)} in {data_dir}; pass "
                                 "data_dir= (the data-bin with the model's dict.txt)")
-    checkpoints.check_dictionary(
-        checkpoint, state, checkpoints.load_task_dictionary(dict_file), str(dict_file),
-        sentencepiece_model,
-    )
+    check_training_data(checkpoint, state, load_task_dictionary(dict_file), str(dict_file),
+                        sentencepiece_model)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [str(checkpoint)],
         arg_overrides={

@@ -1,15 +1,12 @@
-"""The token-alignment contrastive (TC) loss of TACO as pure torch functions.
-
-Fu et al., "Contextual Representation Learning beyond Masked Language Modeling", ACL 2022,
-§3.1 (restated in ../shared/paper/NOTES.md, "Objective"):
+"""The token-alignment contrastive (TC) loss of TACO (Fu et al., ACL 2022, §3.1), pure torch:
 
 * global bias of token j of sequence i:   g_j^i = h_j^i − e_j^i
 * score:                                  f(a, b) = cos(a, b) / τ
 * InfoNCE for an anchor x with positive c and negatives c_1^-, …, c_K^-:
       L(g_x, g_c) = −log( exp f(g_x, g_c) / (exp f(g_x, g_c) + Σ_k exp f(g_x, g_{c_k^-})) )
 
-Nothing here imports fairseq: positions are flat indices into a ``[rows, hidden]`` table of
-global-bias vectors, as drawn by :mod:`taco_fairseq.sampling`.
+Positions are flat indices into a ``[rows, hidden]`` table of global-bias vectors, as drawn
+by :mod:`taco_fairseq.sampling`.
 """
 
 import contextlib
@@ -41,20 +38,17 @@ class InfoNCEOutput(NamedTuple):
 
 
 def global_bias(hidden: Tensor, embedding: Tensor) -> Tensor:
-    """Global bias g = h − e (TACO §3.1), in float32 whatever the input dtype.
-
-    Args:
-        hidden: ``[..., hidden]`` last-layer states h (e.g. ``[seq_len, batch, hidden]``).
-        embedding: the static embeddings e of the same tokens, same shape.
+    """Global bias g = h − e (TACO §3.1), float32 whatever the input dtype, from ``hidden``,
+    ``[..., hidden]`` last-layer states h, and ``embedding``, the static embeddings e of the
+    same tokens.
 
     Raises:
         ValueError: if the shapes differ.
     """
     if hidden.shape != embedding.shape:
-        raise ValueError(
-            f"hidden states {tuple(hidden.shape)} and embeddings {tuple(embedding.shape)} "
-            "must have the same [batch, seq_len, hidden] shape"
-        )
+        raise ValueError(f"hidden states {tuple(hidden.shape)} and embeddings "
+                         f"{tuple(embedding.shape)} must have the same [batch, seq_len, hidden] "
+                         "shape")
     return hidden.float() - embedding.float()
 
 
@@ -64,10 +58,8 @@ def info_nce(vectors: Tensor, anchor: Tensor, positive: Tensor, negative: Tensor
 
     With ``z = vectors / ‖vectors‖`` row-wise (:func:`normalize_rows`) and, for anchor ``n``,
     ``s_pos = z[anchor[n]]·z[positive[n]] / τ`` and ``s_k = z[anchor[n]]·z[negative[n, k]] / τ``:
-    ``loss[n] = logsumexp([s_pos, s_1, …, s_K]) − s_pos``. The scores are computed without an
-    ``[anchors, K, hidden]`` tensor (:func:`sampled_dot`): time grows as anchors × (K + 1) ×
-    hidden, memory as anchors × K + rows × hidden. Everything is float32, also under autocast
-    (``--amp``).
+    ``loss[n] = logsumexp([s_pos, s_1, …, s_K]) − s_pos``, in float32 also under autocast,
+    without an ``[anchors, K, hidden]`` tensor (:func:`sampled_dot`).
 
     Args:
         vectors: ``[rows, hidden]``, or ``[..., hidden]`` whose leading dimensions are the rows
@@ -89,21 +81,17 @@ def info_nce(vectors: Tensor, anchor: Tensor, positive: Tensor, negative: Tensor
     if vectors.dim() < 2:
         raise ValueError(f"vectors must be [..., hidden], got shape {tuple(vectors.shape)}")
     if anchor.dim() != 1 or positive.shape != anchor.shape:
-        raise ValueError(
-            f"anchor and positive must both be [anchors], got {tuple(anchor.shape)} and "
-            f"{tuple(positive.shape)}"
-        )
+        raise ValueError(f"anchor and positive must both be [anchors], got "
+                         f"{tuple(anchor.shape)} and {tuple(positive.shape)}")
     if negative.dim() != 2 or negative.size(0) != anchor.size(0) or negative.size(1) < 1:
-        raise ValueError(
-            f"negative must be [anchors={anchor.size(0)}, K>=1], got {tuple(negative.shape)}"
-        )
+        raise ValueError(f"negative must be [anchors={anchor.size(0)}, K>=1], got "
+                         f"{tuple(negative.shape)}")
     with full_precision(vectors.device):
         z = normalize_rows(vectors.float())
         keys = z.detach() if detach_keys else z
         index = torch.cat([positive.unsqueeze(1), negative], dim=1)  # [anchors, 1 + K]
         every_row = len(anchor) == len(z) and torch.equal(
-            anchor, torch.arange(len(z), device=anchor.device)
-        )
+            anchor, torch.arange(len(z), device=anchor.device))
         queries = z if every_row else z.index_select(0, anchor)  # no copy if all rows anchor
         logits = sampled_dot(queries, keys, index) / temperature
         positive_score = logits[:, 0]
@@ -113,13 +101,10 @@ def info_nce(vectors: Tensor, anchor: Tensor, positive: Tensor, negative: Tensor
 
 
 def normalize_rows(vectors: Tensor) -> Tensor:
-    """``[rows, hidden]``: ``vectors`` (``[..., hidden]``, flattened in row-major order) divided
-    by their norm, 0 for norms below ``NORM_EPS``; written contiguously whatever the input's
-    strides (a transposed input is not copied first), same dtype.
-
-    The value and gradient of ``where(norm >= NORM_EPS, v / norm, 0)`` with fewer
-    ``[rows, hidden]`` temporaries. Backward: ``dv = (dz − z (z·dz)) / ‖v‖``, 0 for short rows.
-    """
+    """``[rows, hidden]``: ``vectors`` (``[..., hidden]``, rows in row-major order, any strides)
+    divided by their norm, 0 for norms below ``NORM_EPS``; same dtype. The value and gradient
+    of ``where(norm >= NORM_EPS, v / norm, 0)`` with fewer ``[rows, hidden]`` temporaries;
+    backward ``dv = (dz − z (z·dz)) / ‖v‖``, 0 for short rows."""
     return _NormalizeRows.apply(vectors)
 
 
@@ -147,20 +132,16 @@ class _NormalizeRows(torch.autograd.Function):
 
 
 def full_precision(device: torch.device):
-    """A context in which autocast is off on ``device`` (a no-op where torch has no autocast
-    for its type)."""
+    """A context in which autocast is off on ``device`` (where torch has autocast for it)."""
     if torch.amp.is_autocast_available(device.type):
         return torch.autocast(device_type=device.type, enabled=False)
     return contextlib.nullcontext()
 
 
 def sampled_dot(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
-    """``out[n, k] = queries[n] · keys[index[n, k]]`` without an ``[n, K, hidden]`` tensor.
-
-    Forward: on the CPU a sampled dense-dense product (``torch.sparse.sampled_addmm`` over the
-    ``index`` pattern as CSR; a column repeated within a row is computed once), elsewhere a
-    gather in chunks of at most 64 MiB. Backward: ``embedding_bag`` sums for the queries, a
-    sparse product for the keys.
+    """``out[n, k] = queries[n] · keys[index[n, k]]`` without an ``[n, K, hidden]`` tensor:
+    on the CPU a sampled dense-dense product over the ``index`` pattern as CSR, elsewhere a
+    gather in chunks of at most 64 MiB; backward by ``embedding_bag`` and a sparse product.
 
     Args:
         queries: ``[n, hidden]`` float32.
@@ -189,17 +170,15 @@ class _SampledDot(torch.autograd.Function):
         with full_precision(grad_out.device):
             if ctx.needs_input_grad[0]:
                 # grad_queries[n] = Σ_k grad_out[n, k] · keys[index[n, k]]
-                grad_queries = F.embedding_bag(
-                    index, keys, per_sample_weights=grad_out, mode="sum")
+                grad_queries = F.embedding_bag(index, keys, per_sample_weights=grad_out,
+                                               mode="sum")
             if ctx.needs_input_grad[1]:
                 # grad_keys[r] = Σ_{(n, k): index[n, k] = r} grad_out[n, k] · queries[n]
                 rows = torch.arange(index.size(0), device=index.device)
                 pattern = torch.stack([index.reshape(-1),
                                        rows.repeat_interleave(index.size(1))])
-                scatter = torch.sparse_coo_tensor(
-                    pattern, grad_out.reshape(-1), (keys.size(0), index.size(0)),
-                    check_invariants=False,
-                )
+                scatter = torch.sparse_coo_tensor(pattern, grad_out.reshape(-1), (
+                    keys.size(0), index.size(0)), check_invariants=False)
                 grad_keys = torch.sparse.mm(scatter, queries)
         return grad_queries, grad_keys, None
 
@@ -217,10 +196,8 @@ def _sampled_dot_csr(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
     columns = sorted_index[first]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        pattern = torch.sparse_csr_tensor(
-            crow, columns, queries.new_zeros(len(columns)), size=(n, keys.size(0)),
-            check_invariants=False,
-        )
+        pattern = torch.sparse_csr_tensor(crow, columns, queries.new_zeros(len(columns)),
+                                          size=(n, keys.size(0)), check_invariants=False)
     values = torch.sparse.sampled_addmm(pattern, queries, keys.t(), beta=0.0).values()
     run = first.view(-1).cumsum(dim=0).sub_(1).view(n, k)  # each entry's distinct value
     return values.new_empty(n, k).scatter_(1, order, values[run])

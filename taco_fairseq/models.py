@@ -1,20 +1,13 @@
 """RoBERTa at the BERT miniature sizes (Turc et al., 2019), with the options of the paper's
-frozen-embedding study.
+frozen-embedding study (§2.2, Figure 4).
 
-``roberta_{tiny,mini,small,medium}`` are architectures of :class:`TacoRobertaModel`, fairseq's
-``RobertaModel`` with two more options (``--arch taco_roberta``: RoBERTa-base sizes, changed
-with fairseq's size options); ``roberta_small`` is the paper's BERT-small (L=4,
-H=512, A=8, FFN 2048). Otherwise fairseq's RoBERTa defaults (learned positions, post-norm,
-tied input/output embeddings unless ``--untie-weights-roberta``); ``safe_getattr`` keeps what a
-hydra config or the command line sets.
-
-The frozen-embedding study (§2.2, Figure 4) trains with the token-embedding matrix
-``encoder.sentence_encoder.embed_tokens.weight`` (``[vocab, hidden]``) frozen, initialized at
-random or from a well-trained checkpoint. Tied, it is also the LM head's output projection;
-untied, only the input embedding is frozen. Position embeddings, the embedding LayerNorm and
-the rest of the LM head train. The matrix gets ``requires_grad = False`` before fairseq builds
-its optimizer, which then never holds it (no update, no weight decay, no share of the gradient
-norm). As model options they work with any task (``masked_lm`` with ``--criterion mlm`` too).
+``roberta_{tiny,mini,small,medium}`` (:data:`SIZES`; ``roberta_small`` is the paper's
+BERT-small) and ``taco_roberta`` (RoBERTa-base sizes) are architectures of
+:class:`TacoRobertaModel`; otherwise fairseq's RoBERTa defaults, and what a hydra config or
+the command line sets wins. The token-embedding matrix (``[vocab, hidden]``; tied, also the
+LM head's output projection) can be frozen, initialized at random or from a checkpoint: it
+gets ``requires_grad = False`` before fairseq builds its optimizer, which then never holds it
+(no update, no weight decay, no share of the gradient norm); the rest trains.
 """
 
 import logging
@@ -46,26 +39,19 @@ TOKEN_EMBEDDING_KEY = "encoder.sentence_encoder.embed_tokens.weight"
 @register_model("taco_roberta")
 class TacoRobertaModel(RobertaModel):
     """fairseq's ``RobertaModel`` with ``--freeze-token-embeddings`` and
-    ``--init-token-embeddings-from`` (see the module doc).
-
-    A checkpoint trained with ``--init-token-embeddings-from`` records the source path; a
-    loader rebuilding the model from it reads that file again unless it passes
-    ``arg_overrides={"init_token_embeddings_from": None}`` (:mod:`taco_fairseq.hub` does).
-    """
+    ``--init-token-embeddings-from``. A loader rebuilding a model trained with the latter reads
+    the source file again unless it passes ``arg_overrides={"init_token_embeddings_from":
+    None}`` (:mod:`taco_fairseq.hub` does)."""
 
     @staticmethod
     def add_args(parser):
         RobertaModel.add_args(parser)
-        parser.add_argument(
-            "--freeze-token-embeddings", action="store_true",
-            help="never update the token-embedding matrix (with tied weights also the output "
-            "projection)",
-        )
-        parser.add_argument(
-            "--init-token-embeddings-from", metavar="CHECKPOINT",
-            help="copy the token-embedding matrix from this checkpoint before training (same "
-            "dictionary and hidden size); default: random initialization",
-        )
+        parser.add_argument("--freeze-token-embeddings", action="store_true", help=(
+            "never update the token-embedding matrix (with tied weights also the output "
+            "projection)"))
+        parser.add_argument("--init-token-embeddings-from", metavar="CHECKPOINT", help=(
+            "copy the token-embedding matrix from this checkpoint before training (same "
+            "dictionary and hidden size); default: random initialization"))
 
     @classmethod
     def build_model(cls, args, task):
@@ -85,8 +71,7 @@ class TacoRobertaModel(RobertaModel):
                     f"--init-token-embeddings-from {source}: its token embeddings are "
                     f"{tuple(embedding.shape)}, the model's {tuple(weight.shape)} [vocab, "
                     "hidden]; use a checkpoint trained on the same dict.txt with the same "
-                    "hidden size"
-                )
+                    "hidden size")
             with torch.no_grad():
                 weight.copy_(embedding)
             logger.info("token embeddings copied from %s", source)
@@ -111,8 +96,7 @@ def load_token_embeddings(path: str) -> torch.Tensor:
     if TOKEN_EMBEDDING_KEY not in state["model"]:
         raise OptionError(
             f"--init-token-embeddings-from {path}: no {TOKEN_EMBEDDING_KEY} in the checkpoint "
-            "(not a RoBERTa model?)"
-        )
+            "(not a RoBERTa model?)")
     return state["model"][TOKEN_EMBEDDING_KEY]
 
 

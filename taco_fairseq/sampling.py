@@ -1,7 +1,5 @@
-"""Positions of the anchors, positives and negatives of TACO's TC loss for one batch.
-
-TACO §3.1 ("Positive pairs", "Negative pairs") and the official implementation's choices
-(../shared/paper/NOTES.md):
+"""Positions of the anchors, positives and negatives of TACO's TC loss for one batch (§3.1,
+"Positive pairs", "Negative pairs", with the official implementation's choices):
 
 * positive: another token of the anchor's sequence, at an offset drawn uniformly from
   {−W//2, …, W//2} \\ {0}; when that position is outside the sequence (or not a candidate
@@ -9,11 +7,10 @@ TACO §3.1 ("Positive pairs", "Negative pairs") and the official implementation'
 * negatives: K tokens drawn uniformly, with replacement, from the candidate tokens of the
   *other* sequences of the batch.
 
-The sampler is numpy (the data loader's worker processes run it at collate time). Positions
-are flat indices ``row * seq_len + column`` into the padded ``[batch, seq_len]`` batch.
-:func:`outside_row` is the one rule for "uniform over a pool, the anchor's row left out"; the
-cross-worker negatives (:mod:`taco_fairseq.distributed`) and the diagnostics' partners
-(:mod:`taco_fairseq.diagnostics`) use it too, on torch tensors via :func:`uniform_below`.
+numpy, run by the data loader's workers at collate time; positions are flat indices
+``row * seq_len + column`` into the padded ``[batch, seq_len]`` batch. :func:`outside_row` is
+the one rule for "uniform over a pool, the anchor's row left out", also of the cross-worker
+negatives and the diagnostics' partners.
 """
 
 from typing import NamedTuple
@@ -45,9 +42,8 @@ class CrossWorkerPositions(NamedTuple):
         anchor, positive: ``[anchors]`` int64, as in :class:`ContrastivePositions`.
         candidates: ``[candidates]`` int64 flat indices of the batch's candidate tokens in
             row-major order (the worker's share of the global pool of negatives).
-        anchor_row_start: ``[anchors]`` int64, index in ``candidates`` of the first candidate
-            of the anchor's row.
-        anchor_row_length: ``[anchors]`` int64, candidates in the anchor's row.
+        anchor_row_start, anchor_row_length: ``[anchors]`` int64, the index in ``candidates``
+            of the first candidate of the anchor's row, and the row's candidates.
         negative_uniform: ``[anchors, K]`` float64 in [0, 1), the variates that select the K
             negatives among all workers' candidates outside the anchor's row.
     """
@@ -77,19 +73,12 @@ def uniform_below(uniform: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
     return torch.minimum((uniform * bound).long(), (bound - 1).clamp(min=0))
 
 
-def sample_contrastive_positions(
-    candidate: np.ndarray,
-    anchor_mask: np.ndarray,
-    window: int,
-    num_negatives: int,
-    rng: np.random.Generator,
-) -> ContrastivePositions:
-    """Draw one positive and ``num_negatives`` negatives for every eligible anchor.
-
-    An anchor is eligible when ``anchor_mask`` and ``candidate`` hold at its position, its
-    sequence has another candidate token (a positive exists) and some other sequence has a
-    candidate token (negatives exist): a batch whose candidates all lie in one sequence has
-    no anchors.
+def sample_contrastive_positions(candidate: np.ndarray, anchor_mask: np.ndarray, window: int,
+                                 num_negatives: int, rng: np.random.Generator
+                                 ) -> ContrastivePositions:
+    """Draw one positive and ``num_negatives`` negatives for every eligible anchor: a position
+    where ``anchor_mask`` and ``candidate`` hold, in a sequence with another candidate token,
+    when some other sequence has a candidate token.
 
     Args:
         candidate: ``[batch, seq_len]`` bool, tokens that may be anchors, positives or negatives
@@ -105,10 +94,8 @@ def sample_contrastive_positions(
     Raises:
         ValueError: on masks of different shapes, an even or too small window, or K < 1.
     """
-    _check_arguments(candidate, anchor_mask, window, num_negatives)
-    rows = _RowPool(candidate)
-    eligible_row = (rows.length >= 2) & (rows.size - rows.length >= 1)
-    anchor, positive = _anchors_and_positives(rows, anchor_mask, eligible_row, window, rng)
+    rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, window,
+                                                    num_negatives, rng, other_rows=True)
     row = anchor // rows.seq_len
     n_row = rows.length[row][:, None]
     draw = rng.integers(0, rows.size - n_row, size=(len(anchor), num_negatives))
@@ -116,46 +103,20 @@ def sample_contrastive_positions(
     return ContrastivePositions(anchor, positive, negative.reshape(len(anchor), num_negatives))
 
 
-def sample_cross_worker_positions(
-    candidate: np.ndarray,
-    anchor_mask: np.ndarray,
-    window: int,
-    num_negatives: int,
-    rng: np.random.Generator,
-) -> CrossWorkerPositions:
-    """Draw positives as :func:`sample_contrastive_positions`, and K uniform variates per
-    anchor instead of negatives: the loader cannot see the other workers' tokens, so the
-    criterion maps the variates to negatives after an all-gather
-    (:func:`taco_fairseq.distributed.global_negative_index`).
-
-    An anchor is eligible when ``anchor_mask`` and ``candidate`` hold at its position and its
-    sequence has another candidate token; whether negatives exist depends on all workers.
+def sample_cross_worker_positions(candidate: np.ndarray, anchor_mask: np.ndarray, window: int,
+                                  num_negatives: int, rng: np.random.Generator
+                                  ) -> CrossWorkerPositions:
+    """Draw positives as :func:`sample_contrastive_positions` (whether other sequences have
+    candidates depends on all workers), and K uniform variates per anchor that the criterion
+    maps to negatives after an all-gather (:func:`taco_fairseq.distributed.global_negative_index`).
     Arguments and errors as :func:`sample_contrastive_positions`.
     """
-    _check_arguments(candidate, anchor_mask, window, num_negatives)
-    rows = _RowPool(candidate)
-    anchor, positive = _anchors_and_positives(rows, anchor_mask, rows.length >= 2, window, rng)
+    rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, window,
+                                                    num_negatives, rng, other_rows=False)
     row = anchor // rows.seq_len
     return CrossWorkerPositions(
-        anchor,
-        positive,
-        rows.pool.astype(np.int64),
-        rows.start[row].astype(np.int64),
-        rows.length[row].astype(np.int64),
-        rng.random((len(anchor), num_negatives)),
-    )
-
-
-def _check_arguments(candidate, anchor_mask, window, num_negatives) -> None:
-    if candidate.shape != anchor_mask.shape or candidate.ndim != 2:
-        raise ValueError(
-            f"candidate {candidate.shape} and anchor_mask {anchor_mask.shape} must both be "
-            "[batch, seq_len]"
-        )
-    if window < 3 or window % 2 == 0:
-        raise ValueError(f"window must be an odd integer >= 3, got {window}")
-    if num_negatives < 1:
-        raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
+        anchor, positive, rows.pool.astype(np.int64), rows.start[row].astype(np.int64),
+        rows.length[row].astype(np.int64), rng.random((len(anchor), num_negatives)))
 
 
 class _RowPool:
@@ -171,12 +132,24 @@ class _RowPool:
         self.rank = np.cumsum(candidate, axis=1) - 1  # rank of a candidate within its row
 
 
-def _anchors_and_positives(rows: _RowPool, anchor_mask, eligible_row, window, rng):
-    """Anchors (asked, candidate, in an eligible row) and one positive each, int64."""
-    candidate, seq_len = rows.candidate, rows.seq_len
+def _anchors_and_positives(candidate, anchor_mask, window, num_negatives, rng, other_rows):
+    """The checked arguments' :class:`_RowPool`, the anchors (asked, candidate, in a row with
+    another candidate and, with ``other_rows``, some candidate elsewhere) and a positive each."""
+    if candidate.shape != anchor_mask.shape or candidate.ndim != 2:
+        raise ValueError(f"candidate {candidate.shape} and anchor_mask {anchor_mask.shape} must "
+                         "both be [batch, seq_len]")
+    if window < 3 or window % 2 == 0:
+        raise ValueError(f"window must be an odd integer >= 3, got {window}")
+    if num_negatives < 1:
+        raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
+    rows = _RowPool(candidate)
+    eligible_row = rows.length >= 2
+    if other_rows:
+        eligible_row &= rows.size - rows.length >= 1
+    seq_len = rows.seq_len
     anchor = np.flatnonzero(anchor_mask & candidate & eligible_row[:, None]).astype(np.int64)
     if len(anchor) == 0:
-        return anchor, anchor
+        return rows, anchor, anchor
     row, column = np.divmod(anchor, seq_len)
     # a window offset, or a uniformly random other candidate of the row
     half = window // 2
@@ -186,4 +159,5 @@ def _anchors_and_positives(rows: _RowPool, anchor_mask, eligible_row, window, rn
     in_window = (target == target_clipped) & candidate[row, target_clipped]
     other = outside_row(rng.integers(0, rows.length[row] - 1), rows.rank[row, column], 1)
     fallback = rows.pool[rows.start[row] + other]
-    return anchor, np.where(in_window, row * seq_len + target_clipped, fallback).astype(np.int64)
+    positive = np.where(in_window, row * seq_len + target_clipped, fallback).astype(np.int64)
+    return rows, anchor, positive

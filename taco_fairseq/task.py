@@ -17,15 +17,9 @@ from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from omegaconf import II
 
 from .batch import CrossWorkerTacoBatch
-from .checkpoints import (
-    DICTIONARY_KEY,
-    SENTENCEPIECE_KEY,
-    SENTENCEPIECE_MODEL,
-    check_checkpoint_fits,
-    checkpoint_to_load,
-    dictionary_fingerprint,
-    file_sha256,
-)
+from .checkpoints import (DICTIONARY_KEY, SENTENCEPIECE_KEY, SENTENCEPIECE_MODEL,
+                          check_checkpoint_fits, checkpoint_to_load, dictionary_fingerprint,
+                          file_sha256)
 from .data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotalsEpochIterator
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 
@@ -133,12 +127,9 @@ def validate_training_setup(cfg, model_cfg, model) -> None:
 @register_task("taco_masked_lm", dataclass=TacoMaskedLMConfig)
 class TacoMaskedLMTask(MaskedLMTask):
     """``masked_lm`` (same data, masking and defaults) whose batches also carry TACO's sampled
-    positions (``batch["taco"]``, :mod:`taco_fairseq.batch`) and whose training batches carry
-    the masked-token and anchor totals of their update (:mod:`taco_fairseq.data`).
-
-    Its checkpoints record the fingerprints of the data-bin's dictionary and SentencePiece
-    model (``task_state``), which every loader checks (:mod:`taco_fairseq.checkpoints`).
-    """
+    positions (``batch["taco"]``) and whose training batches carry the masked-token and anchor
+    totals of their update (:mod:`taco_fairseq.data`). Its checkpoints record the fingerprints
+    of the data-bin's dictionary and SentencePiece model, which every loader checks."""
 
     cfg: TacoMaskedLMConfig
 
@@ -148,9 +139,10 @@ class TacoMaskedLMTask(MaskedLMTask):
         self._update_totals = None  # all-worker totals of the batch group being trained
         self._warned_few_negatives = False
         self.state.merge_state_dict({DICTIONARY_KEY: dictionary_fingerprint(self.dictionary)})
-        sentencepiece_model = os.path.join(utils.split_paths(cfg.data)[0], SENTENCEPIECE_MODEL)
-        if os.path.isfile(sentencepiece_model):
-            self.state.merge_state_dict({SENTENCEPIECE_KEY: file_sha256(sentencepiece_model)})
+        self.sentencepiece_model = os.path.join(utils.split_paths(cfg.data)[0],
+                                                SENTENCEPIECE_MODEL)
+        if os.path.isfile(self.sentencepiece_model):
+            self.state.merge_state_dict({SENTENCEPIECE_KEY: file_sha256(self.sentencepiece_model)})
         if cfg.mask_whole_words:
             self.args  # noqa: B018  (fails now, not when the data is loaded, without the model)
         hint = hydra_relative_path_hint(cfg.save_dir)
@@ -167,7 +159,7 @@ class TacoMaskedLMTask(MaskedLMTask):
         Raises:
             InputNotFoundError: the data-bin has no ``sentencepiece.bpe.model``.
         """
-        model = os.path.join(utils.split_paths(self.cfg.data)[0], SENTENCEPIECE_MODEL)
+        model = self.sentencepiece_model
         if not os.path.isfile(model):
             raise InputNotFoundError(
                 f"--mask-whole-words needs the data-bin's SentencePiece model to find word "
@@ -197,18 +189,16 @@ class TacoMaskedLMTask(MaskedLMTask):
             excluded_tokens=special if self.cfg.tc_exclude_special_tokens else (),
             positions=self.cfg.tc_positions, window=self.cfg.tc_window,
             num_negatives=self.cfg.tc_negatives, seed=self.cfg.seed,
-            cross_worker=self.cfg.tc_cross_worker_negatives,
-        )
+            cross_worker=self.cfg.tc_cross_worker_negatives)
 
     def build_model(self, cfg, from_checkpoint=False):
         """Build the model; for training (not ``from_checkpoint``), also check the set-up
-        (:func:`validate_training_setup`) and that the checkpoint fairseq-train will load fits
-        the model and dictionary.
+        (:func:`validate_training_setup`) and the checkpoint fairseq-train will load.
 
         Raises:
-            OptionError: from :func:`validate_training_setup`, or for a checkpoint of another
-                vocabulary or architecture (:func:`taco_fairseq.checkpoints.check_checkpoint_fits`).
-            InputNotFoundError: for a ``--restore-file`` that does not exist.
+            OptionError, InputNotFoundError: from :func:`validate_training_setup`,
+                :func:`~taco_fairseq.checkpoints.checkpoint_to_load` and
+                :func:`~taco_fairseq.checkpoints.check_checkpoint_fits`.
         """
         model = super().build_model(cfg, from_checkpoint)
         if not from_checkpoint:
@@ -248,12 +238,10 @@ class TacoMaskedLMTask(MaskedLMTask):
         """``[2]`` float64: the masked tokens and anchors of the batch group fairseq's trainer
         is training, summed over all workers (one all-reduce per group).
 
-        A group starts at the first batch after the trainer cleared the gradients (set to
-        None): ``Trainer.train_step`` calls ``zero_grad()`` before each group, also after a
-        skipped update (fp16/AMP overflow, OOM) where ``update_num`` stays the same, and the
-        model has gradients after the group's first backward pass. This holds on every worker
-        alike, also on one holding only fairseq's dummy batches (which carry no totals of their
-        own), so all workers all-reduce together; later batches of the group reuse the totals.
+        A group starts at the first batch after ``Trainer.train_step``'s ``zero_grad()`` set
+        the gradients to None (also after a skipped update, where ``update_num`` stays the
+        same); this holds on every worker alike, also on one holding only dummy batches, so all
+        workers all-reduce together.
         """
         if self._update_totals is not None and any(
                 p.grad is not None for p in model.parameters()):

@@ -1,8 +1,9 @@
-"""Contextual score: a hand-built model with known answers, sentences from real text, and a
-trained checkpoint."""
+"""Contextual score: the Table-9 measures against numpy on the same pairs, a hand-built model
+with known answers, sentences from real text, and a trained checkpoint."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from fairseq.data import Dictionary
@@ -14,11 +15,73 @@ from taco_fairseq.analysis.checkpoints import (
     run_name,
 )
 from taco_fairseq.analysis.contextual_score import (
+    MEASURES,
+    add_sums,
     contextual_score,
     encode_sentences,
+    pair_measure_sums,
     score_checkpoints,
+    summarize,
 )
 from taco_fairseq.analysis.sentences import read_sentences, sample_sentences
+from test_diagnostics import VALID, _draws  # the pair-sampling tests' batch
+
+
+def test_measure_sums_and_ratios_match_numpy_on_the_same_pairs():
+    rng = np.random.default_rng(0)
+    states = torch.from_numpy(rng.normal(size=(4, 6, 8)).astype(np.float32))
+    pairs = _draws(VALID, 1)[0]
+    sums = pair_measure_sums(states, pairs, MEASURES)
+
+    flat = states.flatten(0, 1).double().numpy()
+    anchors = pairs.anchor.flatten().numpy()
+    a = flat[anchors]
+
+    def measures(b):
+        return {
+            "cosine": (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1),
+            "dot": (a * b).sum(1),
+            "l1": np.abs(a - b).sum(1),
+            "l2": np.sqrt(((a - b) ** 2).sum(1)),
+            "l10": (np.abs(a - b) ** 10).sum(1) ** 0.1,
+        }
+
+    intra = measures(flat[pairs.intra.flatten().numpy()[anchors]])
+    inter = measures(flat[pairs.inter.flatten().numpy()[anchors]])
+    assert int(sums.count) == anchors.sum() == 5
+    for m in MEASURES:
+        np.testing.assert_allclose(float(sums.intra[m]), intra[m].sum(), rtol=1e-5)
+        np.testing.assert_allclose(float(sums.inter[m]), inter[m].sum(), rtol=1e-5)
+
+    row = summarize(sums)
+    assert row["pairs"] == 5
+    for m in MEASURES:
+        assert row[f"{m}_intra"] == pytest.approx(intra[m].mean(), rel=1e-5)
+        assert row[f"{m}_inter"] == pytest.approx(inter[m].mean(), rel=1e-5)
+        assert row[f"{m}_gap"] == pytest.approx(intra[m].mean() - inter[m].mean(), abs=1e-5)
+        assert row[f"{m}_ratio"] == pytest.approx(intra[m].mean() / inter[m].mean(), rel=1e-5)
+
+
+def test_sums_add_up():
+    states = torch.randn(4, 6, 8, generator=torch.Generator().manual_seed(1))
+    first, second = _draws(VALID, 2)
+    a, b = (pair_measure_sums(states, p, ("cosine", "l2")) for p in (first, second))
+    total = add_sums(a, b)
+    assert int(total.count) == int(a.count) + int(b.count)
+    assert float(total.inter["l2"]) == pytest.approx(float(a.inter["l2"]) + float(b.inter["l2"]))
+
+
+def test_bad_measures_or_no_pairs_are_refused():
+    pairs = _draws(VALID, 1)[0]
+    with pytest.raises(ValueError, match="unknown measures"):
+        pair_measure_sums(torch.zeros(4, 6, 8), pairs, ("cosine", "l3"))
+    with pytest.raises(ValueError, match="batch, seq_len, hidden"):
+        pair_measure_sums(torch.zeros(4, 5, 8), pairs)
+    no_pairs = pair_measure_sums(torch.zeros(1, 3, 8), _draws(VALID[:1, :3], 1)[0])
+    with pytest.raises(ValueError, match="no intra/inter-context pairs"):
+        summarize(no_pairs)
+
+
 
 
 class SentenceVectorModel(torch.nn.Module):

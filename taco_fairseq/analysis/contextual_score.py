@@ -7,21 +7,117 @@ random other token of the same sentence and one random token of another sentence
 (:func:`~taco_fairseq.diagnostics.sample_context_pairs`). Drawing the batches at random from the
 whole sample of sentences makes "a token of another sentence of the batch" a uniform draw
 from the corpus's other sentences, while keeping memory to one batch.
+
+Besides the cosine of the online diagnostics (:mod:`taco_fairseq.diagnostics`), appendix
+Table 9 gives, for the dot product and the L1, L2 and L10 distances, the ratio of the
+intra-context mean over the inter-context mean: :data:`MEASURES`.
 """
 
+import functools
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from ..diagnostics import (
-    MEASURES,
-    add_sums,
-    pair_measure_sums,
-    sample_context_pairs,
-    summarize,
-)
+from ..diagnostics import ContextPairs, cosine, pair_sums, sample_context_pairs
+
+
+def _dot(flat: Tensor, index: Tensor) -> Tensor:
+    return (flat * flat.index_select(0, index)).sum(-1)
+
+
+def _distance(flat: Tensor, index: Tensor, order: float) -> Tensor:
+    # in float64: |x|^10 overflows float32 for large states
+    difference = flat.double() - flat.index_select(0, index).double()
+    return torch.linalg.vector_norm(difference, ord=order, dim=-1)
+
+
+_MEASURE_FUNCTIONS = {
+    "cosine": cosine, "dot": _dot,
+    **{f"l{p}": functools.partial(_distance, order=float(p)) for p in (1, 2, 10)},
+}
+#: Measures of a pair of vectors (a, b): similarities (higher = closer) and distances.
+MEASURES = tuple(_MEASURE_FUNCTIONS)
+
+
+class PairSums(NamedTuple):
+    """Sums of pair measures over the anchors of one or more batches (summable).
+
+    Attributes:
+        count: number of anchors (pairs of each kind).
+        intra: measure name -> sum over anchors of measure(h_anchor, h_intra).
+        inter: measure name -> sum over anchors of measure(h_anchor, h_inter).
+    """
+
+    count: Tensor
+    intra: Dict[str, Tensor]
+    inter: Dict[str, Tensor]
+
+
+def pair_measure_sums(
+    states: Tensor, pairs: ContextPairs, measures: Sequence[str] = ("cosine",)
+) -> PairSums:
+    """Sum each measure over the anchors' intra- and inter-context pairs
+    (:func:`taco_fairseq.diagnostics.pair_sums`).
+
+    Measures of vectors a, b: ``cosine`` (:func:`taco_fairseq.diagnostics.cosine`), ``dot`` =
+    a·b, ``l1``/``l2``/``l10`` = ‖a − b‖_p for p = 1, 2, 10. Cosine and dot product in
+    float32, the distances in float64.
+
+    Args:
+        states: ``[batch, seq_len, hidden]`` representations (e.g. last-layer states).
+        pairs: from :func:`~taco_fairseq.diagnostics.sample_context_pairs` on the same
+            ``[batch, seq_len]``.
+        measures: names from :data:`MEASURES`.
+
+    Returns:
+        :class:`PairSums`: float64 sums (``count`` int64), no gradient.
+
+    Raises:
+        ValueError: for an unknown measure or mismatched shapes.
+    """
+    unknown = [m for m in measures if m not in MEASURES]
+    if unknown:
+        raise ValueError(f"unknown measures {unknown}; choose from {MEASURES}")
+    count, intra, inter = pairs.anchor.sum(), {}, {}
+    for m in measures:
+        count, intra[m], inter[m] = pair_sums(states, pairs, _MEASURE_FUNCTIONS[m])
+    return PairSums(count, intra, inter)
+
+
+def summarize(sums: PairSums) -> Dict[str, float]:
+    """Means, gaps and ratios of summed pair measures (§2.2, appendix Table 9): for every
+    measure m, ``{m}_intra`` and ``{m}_inter`` (means over anchors), ``{m}_gap`` = intra −
+    inter (for ``cosine``: the contextual score) and ``{m}_ratio`` = intra / inter; ``pairs``
+    is the number of anchors.
+
+    Raises:
+        ValueError: if there are no pairs (no two contexts with two or more tokens).
+    """
+    count = int(sums.count)
+    if count == 0:
+        raise ValueError(
+            "no intra/inter-context pairs: need at least two contexts with two or more tokens"
+        )
+    row = {"pairs": count}
+    for measure, intra_sum in sums.intra.items():
+        intra = float(intra_sum) / count
+        inter = float(sums.inter[measure]) / count
+        row[f"{measure}_intra"] = intra
+        row[f"{measure}_inter"] = inter
+        row[f"{measure}_gap"] = intra - inter
+        row[f"{measure}_ratio"] = intra / inter if inter != 0 else float("nan")
+    return row
+
+
+def add_sums(a: PairSums, b: PairSums) -> PairSums:
+    """The elementwise sum of two :class:`PairSums` with the same measures."""
+    return PairSums(
+        a.count + b.count,
+        {m: a.intra[m] + b.intra[m] for m in a.intra},
+        {m: a.inter[m] + b.inter[m] for m in a.inter},
+    )
 
 
 class EncodedSentences(NamedTuple):
@@ -78,11 +174,11 @@ def contextual_score(
         batch_size: sentences per forward pass (>= 2); a token's inter-context partner is
             drawn from the other sentences of its batch.
         seed: seeds the order of the sentences and the pairs.
-        measures: names of :data:`~taco_fairseq.diagnostics.MEASURES`.
+        measures: names of :data:`MEASURES`.
         progress: the description of a tqdm progress bar over the batches (None: no bar).
 
     Returns:
-        :func:`~taco_fairseq.diagnostics.summarize` of the summed measures: ``pairs`` and, per
+        :func:`summarize` of the summed measures: ``pairs`` and, per
         measure, ``_intra``, ``_inter``, ``_gap`` and ``_ratio`` (``cosine_gap`` is the
         contextual score), plus ``sentences``.
 

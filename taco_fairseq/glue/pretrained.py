@@ -13,17 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..checkpoints import (
-    DICTIONARY_KEY,
-    check_dictionary,
-    load_lazily,
-    load_task_dictionary,
-    recorded_data_dir,
-    saved_option,
-)
+from ..checkpoints import DICTIONARY_KEY, load_lazily, recorded_data_dir, saved_option
 from ..errors import OptionError
 from ..prep.pretraining import DICT_FILE, MODEL_FILE
 from ..prep.glue_data import INFO_FILE, read_prep_info
+from ..pretrained import check_training_data, load_task_dictionary
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +140,7 @@ def check_compatible(
 
 
 def check_glue_data(checkpoint, state: dict, task_dir: Path):
-    """:func:`taco_fairseq.checkpoints.check_dictionary` for a prepared GLUE task
+    """:func:`taco_fairseq.pretrained.check_training_data` for a prepared GLUE task
     directory: its ``input0/dict.txt`` and the SentencePiece model its ``prep_info.json``
     records (by SHA-256).
 
@@ -159,14 +153,14 @@ def check_glue_data(checkpoint, state: dict, task_dir: Path):
         the task's dictionary (``input0/dict.txt`` with ``<mask>``).
 
     Raises:
-        ValueError: as ``check_dictionary``, with the GLUE fix.
+        ValueError: as ``check_training_data``, with the GLUE fix.
     """
     task_dir = Path(task_dir)
     glue_dict = task_dir / "input0" / DICT_FILE
     prep = read_prep_info(task_dir) if (task_dir / INFO_FILE).is_file() else {}
     encoded_with = Path(prep.get("pretraining_data", "?")) / MODEL_FILE
     dictionary = load_task_dictionary(glue_dict)
-    check_dictionary(
+    check_training_data(
         checkpoint, state, dictionary, str(glue_dict),
         sentencepiece_model=f"{encoded_with} (which encoded {task_dir})" if prep else None,
         sentencepiece_sha256=prep.get("sentencepiece_sha256"), fix=GLUE_DATA_FIX,

@@ -217,6 +217,9 @@ def test_malformed_test_rows_are_never_skipped(tmp_path, tiny_databin):
 
 
 def test_missing_inputs_are_errors(tmp_path, tiny_databin):
+    with pytest.raises(FileNotFoundError, match="--glue-dir .*glue: no such directory"):
+        prepare_glue(GluePrepOptions(glue_dir=tmp_path / "glue", pretraining_data=tiny_databin,
+                                     destdir=tmp_path / "bin", tasks=["RTE"]))
     write_rte(tmp_path / "glue", ["0\tA.\tB.\tentailment"])
     with pytest.raises(FileNotFoundError, match="no MNLI directory"):
         prepare_glue(GluePrepOptions(glue_dir=tmp_path / "glue", pretraining_data=tiny_databin,

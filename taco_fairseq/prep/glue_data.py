@@ -93,8 +93,8 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
 
     Raises:
         FileNotFoundError: the pre-training data-bin lacks its SentencePiece model or
-            ``dict.txt``, a requested task directory or one of its train/dev files is missing,
-            or no task directory was found at all.
+            ``dict.txt``, ``glue_dir`` does not exist, a requested task directory or one of
+            its train/dev files is missing, or no task directory was found at all.
         FileExistsError: a task's output directory is not empty and ``force`` is not set.
         MalformedRowsError: malformed rows (listed with line numbers and reasons) in a test
             file, or in a train/dev file without ``skip_malformed``.
@@ -121,6 +121,9 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
             "--pretraining-data.",
         )
     glue_dir = Path(options.glue_dir)
+    if not glue_dir.is_dir():
+        raise FileNotFoundError(f"--glue-dir {glue_dir}: no such directory; download GLUE with "
+                                "scripts/download_glue.py")
     if options.tasks:
         tasks = get_tasks(options.tasks)
         for task in tasks:

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "taco-fairseq's pinned fairseq (ve-fairseq 0.12.3) needs Python >= 3.11, found" \
-       "$("$PYTHON" --version 2>&1); set PYTHON=... or see README.md for Python <= 3.10" >&2
+       "$("$PYTHON" --version 2>&1); set PYTHON=/path/to/python3.11 (README.md, Install)" >&2
   exit 1
 fi
 stamp=.venv/.installed-from

@@ -1,5 +1,7 @@
 """Reading metrics back from fairseq json logs."""
 
+import pytest
+
 from taco_fairseq.analysis.training_log import format_table, parse_json_log
 
 LOG = """\
@@ -30,3 +32,17 @@ def test_table_has_a_row_per_record_and_dashes_for_missing_values():
     assert lines[1].split() == ["5", "10.99", "0.0195"]
     assert lines[2].split() == ["10", "10.7", "-"]
     assert len(lines) == 3
+
+
+def test_the_command_names_metrics_the_log_does_not_have(tmp_path, capsys):
+    from taco_fairseq.cli.training_log import main
+
+    log = tmp_path / "train.log"
+    log.write_text(LOG.replace(', "tc_loss": "8.379", "tc_accuracy": "0.0195"', "")
+                   .replace(', "tc_loss": "5.2"', ""))  # an mlm run: no TC metrics
+    main([str(log)])
+    assert capsys.readouterr().out.splitlines()[0].split() == ["num_updates", "mlm_loss"]
+    with pytest.raises(SystemExit):
+        main([str(log), "--metrics", "mlm_loss", "tc_acc"])
+    error = capsys.readouterr().err
+    assert "--metrics tc_acc: not in the train_inner records" in error and "mlm_loss" in error

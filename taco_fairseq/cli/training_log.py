@@ -9,13 +9,15 @@ from pathlib import Path
 
 from taco_fairseq.analysis.training_log import format_table, parse_json_log
 
+DEFAULT_METRICS = ("mlm_loss", "tc_loss", "tc_accuracy")
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("log", type=Path, help="fairseq log file (written with --log-file)")
     parser.add_argument(
-        "--metrics", nargs="+", default=["mlm_loss", "tc_loss", "tc_accuracy"],
-        help="columns to print (default: %(default)s)",
+        "--metrics", nargs="+",
+        help=f"columns to print (default: those of {', '.join(DEFAULT_METRICS)} the log has)",
     )
     parser.add_argument(
         "--kind", default="train_inner", choices=["train_inner", "train", "valid"],
@@ -31,7 +33,13 @@ def main(argv=None):
             f"{args.log} has no {args.kind} json records: the run logged no updates (e.g. it "
             "had already reached --max-update) or it was not trained with --log-format json"
         )
-    print(format_table(records, args.metrics, args.kind))
+    logged = sorted({key for r in records if r["kind"] == args.kind for key in r} - {"kind"})
+    unknown = [m for m in args.metrics or () if m not in logged]
+    if unknown:
+        parser.error(f"--metrics {' '.join(unknown)}: not in the {args.kind} records of "
+                     f"{args.log}; it has {', '.join(logged)}")
+    metrics = args.metrics or [m for m in DEFAULT_METRICS if m in logged]
+    print(format_table(records, metrics, args.kind))
 
 
 if __name__ == "__main__":

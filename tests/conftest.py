@@ -136,6 +136,12 @@ def first_batch(task, split="valid", batch_size=4):
     return next(itr)
 
 
+#: One intra-op thread per process (OpenMP and MKL, no MKL dynamic threading): the ranks do not
+#: oversubscribe the cores, and a process's float reductions run in one fixed order, so a
+#: computation repeated in another process (or split over ranks) is bitwise reproducible.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MKL_DYNAMIC": "FALSE"}
+
+
 def run_fairseq(command, *args, check=True, timeout=600, env=None):
     """Run a fairseq console command (``fairseq-train``, …) of this interpreter's environment,
     with ``env`` added to the environment.

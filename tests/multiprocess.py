@@ -12,15 +12,11 @@ from pathlib import Path
 
 import torch
 
-from conftest import REPO
+from conftest import ONE_THREAD, REPO
 
 #: fairseq's distributed mode on CPU: gloo, fairseq's own gradient all-reduce, one process
 #: per rank started by the caller.
 GLOO = ("--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp", "--distributed-no-spawn")
-#: One intra-op thread per process (OpenMP and MKL, no MKL dynamic threading): the ranks do not
-#: oversubscribe the cores, and a process's float reductions run in one fixed order, so a
-#: computation repeated in another process (or split over ranks) is bitwise reproducible.
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MKL_DYNAMIC": "FALSE"}
 
 
 def free_port() -> int:

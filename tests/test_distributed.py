@@ -11,9 +11,9 @@ import math
 import pytest
 import torch
 
-from conftest import USER_DIR, fairseq_setup, run_fairseq, train_args
+from conftest import ONE_THREAD, USER_DIR, fairseq_setup, run_fairseq, train_args
 from distributed_worker import DDP_VARIANTS, NO_DROPOUT
-from multiprocess import ONE_THREAD, fairseq_train_ranks, worker_results
+from multiprocess import fairseq_train_ranks, worker_results
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
 from taco_fairseq.batch import CrossWorkerTacoBatch
 

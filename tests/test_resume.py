@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 
-from conftest import fairseq_setup, run_fairseq, train_args
+from conftest import ONE_THREAD, fairseq_setup, run_fairseq, train_args
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
 from taco_fairseq.checkpoints import checkpoint_to_load
 
@@ -20,12 +20,13 @@ LOGGED = ("loss", "mlm_loss", "tc_loss", "tc_accuracy", "tc_anchors", "tc_skippe
 
 def _run(databin, save_dir, max_update, output=None):
     """Adam with warm-up and decay, dropout 0.1, --update-freq 2 and a data-loading worker
-    process (the update-totals read-ahead), a checkpoint every 3 updates (mid-epoch). Returns
+    process (the update-totals read-ahead), a checkpoint every 3 updates (mid-epoch), one thread
+(bitwise-reproducible reductions from process to process: :data:`conftest.ONE_THREAD`). Returns
     the logged records by update; ``output`` (a list) gets fairseq-train's output."""
     out = run_fairseq("fairseq-train", *train_args(
         databin, save_dir, "--max-update", max_update, "--update-freq", "2", "--num-workers",
         "1", "--log-interval", "1", "--save-interval-updates", "3", "--disable-validation",
-        "--dropout", "0.1", "--attention-dropout", "0.1", "--seed", "7"))
+        "--dropout", "0.1", "--attention-dropout", "0.1", "--seed", "7"), env=ONE_THREAD)
     if output is not None:
         output.append(out.stdout)
     return {int(r["num_updates"]): r for r in (

@@ -85,11 +85,11 @@ def sample_context_pairs(valid: Tensor, generator: torch.Generator) -> ContextPa
 
 
 def cosine(flat: Tensor, index: Tensor) -> Tensor:
-    """``[rows]``: the cosine a·b / (max(‖a‖, ε) · max(‖b‖, ε)) (ε =
+    """``[..., rows]``: the cosine a·b / (max(‖a‖, ε) · max(‖b‖, ε)) (ε =
     :data:`taco_fairseq.loss.NORM_EPS`) of every row a of ``flat`` (``[rows, hidden]``) and
-    the row b that ``index`` (``[rows]`` int64) points to."""
+    the row b that ``index`` (``[..., rows]`` int64) points to; the rows are normalized once."""
     unit = F.normalize(flat, dim=-1, eps=NORM_EPS)
-    return (unit * unit.index_select(0, index)).sum(-1)
+    return (unit * unit[index]).sum(-1)
 
 
 def pair_sums(states: Tensor, pairs: ContextPairs,
@@ -100,7 +100,8 @@ def pair_sums(states: Tensor, pairs: ContextPairs,
     Args:
         states: ``[batch, seq_len, hidden]`` representations (e.g. last-layer states).
         pairs: from :func:`sample_context_pairs` on the same ``[batch, seq_len]``.
-        measure: as :func:`cosine` (the default), on the states as float32 rows.
+        measure: as :func:`cosine` (the default), on the states as float32 rows and both
+            partners' indices at once (``[2, batch·seq_len]``).
 
     Raises:
         ValueError: for mismatched shapes.
@@ -111,9 +112,9 @@ def pair_sums(states: Tensor, pairs: ContextPairs,
     with torch.no_grad():
         flat = states.detach().flatten(0, 1).float()  # [B·T, hidden]
         anchor = pairs.anchor.flatten()
-        sums = [torch.where(anchor, measure(flat, partner.flatten()), 0).double().sum()
-                for partner in (pairs.intra, pairs.inter)]
-    return (anchor.sum(), *sums)
+        partners = torch.stack([pairs.intra.flatten(), pairs.inter.flatten()])  # [2, B·T]
+        intra, inter = torch.where(anchor, measure(flat, partners), 0).double().sum(-1)
+    return anchor.sum(), intra, inter
 
 
 @dataclass

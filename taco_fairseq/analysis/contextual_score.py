@@ -24,12 +24,12 @@ from ..diagnostics import ContextPairs, cosine, pair_sums, sample_context_pairs
 
 
 def _dot(flat: Tensor, index: Tensor) -> Tensor:
-    return (flat * flat.index_select(0, index)).sum(-1)
+    return (flat * flat[index]).sum(-1)
 
 
 def _distance(flat: Tensor, index: Tensor, order: float) -> Tensor:
     # in float64: |x|^10 overflows float32 for large states
-    difference = flat.double() - flat.index_select(0, index).double()
+    difference = flat.double() - flat[index].double()
     return torch.linalg.vector_norm(difference, ord=order, dim=-1)
 
 

@@ -182,3 +182,62 @@ def test_the_search_runs_on_the_first_pretraining_seed(monkeypatch, tmp_path):
     search = json.loads((tmp_path / "search.json").read_text())
     assert search["RTE"] == {"chosen": low.label,
                              "mean_dev_score": {low.label: 55.0, high.label: 54.5}}
+
+
+
+def _search_argv(tmp_path, *extra):
+    data = tmp_path / "bin"
+    data.mkdir(exist_ok=True)
+    (data / "dict.txt").write_text("a 1\n")
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({
+        "RTE": {"chosen": "bs32_lr0.0003_ep4", "mean_dev_score": {}},
+        "STS-B": {"chosen": "bs32_lr0.001_ep4", "mean_dev_score": {}}}))
+    return [str(a) for a in (
+        "--data", data, "--glue-data", tmp_path, "--out", tmp_path / "out",
+        "--arch", "roberta_tiny", "--max-update", "10", "--checkpoint-updates", "10",
+        "--seeds", "1", "--finetune-search-from", earlier, *extra)]
+
+
+def test_a_search_from_an_earlier_study_is_used_not_run(monkeypatch, tmp_path):
+    """--finetune-search-from: its chosen points go to OUT/search.json and phase 3 runs
+    nothing."""
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison import study
+
+    options, _ = compare.parse_options(_search_argv(
+        tmp_path, "--tasks", "RTE", "STS-B", "--finetune-lr", "3e-4", "1e-3"))
+    assert json.loads((tmp_path / "out" / "search.json").read_text()) == json.loads(
+        (tmp_path / "earlier.json").read_text())
+
+    def run_all(*args):
+        raise AssertionError("the search ran")
+
+    monkeypatch.setattr(study, "run_all", run_all)
+    chosen = study.search_points(options, [])
+    assert {t: p.lr for t, p in chosen.items()} == {"RTE": 3e-4, "STS-B": 1e-3}
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--tasks", "RTE", "--finetune-lr", "1e-3"], "RTE chose bs32_lr0.0003_ep4, not a point"),
+    (["--tasks", "RTE", "CoLA", "--finetune-lr", "3e-4"], "no point for CoLA"),
+])
+def test_a_search_from_an_earlier_study_must_fit_the_grid(tmp_path, capsys, extra, message):
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, *extra))
+    err = capsys.readouterr().err
+    assert "--finetune-search-from" in err and message in err
+    assert not (tmp_path / "out" / "search.json").exists()
+
+
+def test_a_search_from_an_earlier_study_does_not_replace_another(tmp_path, capsys):
+    from taco_fairseq.cli import compare
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "search.json").write_text('{"RTE": {"chosen": "x"}}')
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4"))
+    assert "holds another search" in capsys.readouterr().err
+    assert json.loads((tmp_path / "out" / "search.json").read_text()) == {"RTE": {"chosen": "x"}}

@@ -95,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "--pretrain-seeds, the same for every objective (default: %(default)s)")
     group.add_argument("--finetune-epochs", nargs="+", type=int, default=[small.epochs],
                        metavar="E", help="as --finetune-lr (default: %(default)s)")
+    group.add_argument("--finetune-search-from", type=Path, metavar="SEARCH_JSON",
+                       help="no search: each task's point as chosen by an earlier study's "
+                       "OUT/search.json (its points must be among --finetune-lr x "
+                       "--finetune-epochs)")
     group.add_argument("--finetune-batch-size", type=int, default=small.batch_size,
                        help="default: %(default)s")
     group.add_argument("--finetune-max-updates", nargs="+", default=[], metavar="TASK=N",
@@ -138,6 +142,8 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
                              f"{', '.join(available_objectives())}")
     except ValueError as e:
         parser.error(str(e))
+    if args.finetune_search_from is not None:
+        check_search(args, parser)
     if not (args.data / "dict.txt").is_file():
         parser.error(f"--data {args.data}: no dict.txt (prepare it with "
                      "scripts/prepare_pretraining_data.py)")
@@ -153,6 +159,31 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         heldout_text=args.heldout_text, heldout_sentences=args.heldout_sentences,
         heldout_max_lines=args.heldout_max_lines, jobs=args.jobs, cpu=args.cpu,
     ), args.report_only
+
+
+def check_search(args, parser) -> None:
+    """``--finetune-search-from``: it must choose a point of the grid for every task, and a
+    different search must not be in OUT already; copies it to ``OUT/search.json``."""
+    source = args.finetune_search_from
+    try:
+        search = json.loads(source.read_text())
+    except (OSError, ValueError) as e:
+        parser.error(f"--finetune-search-from {source}: cannot read it as JSON ({e})")
+    labels = {Hyperparameters(args.finetune_batch_size, lr, epochs).label
+              for lr in args.finetune_lr for epochs in args.finetune_epochs}
+    for task in get_tasks([*args.tasks, *args.final_tasks]):
+        chosen = search.get(task.name, {}).get("chosen")
+        if chosen not in labels:
+            parser.error(f"--finetune-search-from {source}: "
+                         + (f"{task.name} chose {chosen}, not a point of --finetune-lr x "
+                            "--finetune-epochs x --finetune-batch-size" if chosen else
+                            f"no point for {task.name}"))
+    target = args.out / "search.json"
+    if target.is_file() and json.loads(target.read_text()) != search:
+        parser.error(f"--finetune-search-from {source}: {target} holds another search; "
+                     "choose another --out")
+    args.out.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(search, indent=2) + "\n")
 
 
 def machine() -> str:

@@ -208,10 +208,13 @@ def search_points(options: StudyOptions,
                   found: Sequence[StudyCheckpoint]) -> Dict[str, Hyperparameters]:
     """Phase 3: task → the fine-tuning point of the comparison (module doc: the last
     checkpoints of the first pre-training seed decide); with one point, that point for every
-    task. Writes ``OUT/search.json``."""
-    if len(options.points) == 1:
-        return chosen_points(options)
+    task. Writes ``OUT/search.json``; a search already there (this study's, or one copied
+    from an earlier study with ``--finetune-search-from``) that covers every task is not run
+    again."""
     tasks = list(dict.fromkeys([*options.tasks, *options.final_tasks]))
+    chosen = chosen_points(options)
+    if set(tasks) <= set(chosen):
+        return chosen
     last = [c for c in found if c.updates == options.last_updates
             and c.run.seed == options.pretrain_seeds[0]]
     runs = [FinetuneRun(_named(c), get_task(t), point, seed)

@@ -14,6 +14,8 @@ setup(
     python_requires=">=3.11",
     # the plugin and its tools; benchmarks/ is a development tool of the repository
     packages=find_packages(include=["taco_fairseq", "taco_fairseq.*"]),
+    # the hydra recipes (examples/taco/config links to them), read by taco-glue and taco-compare
+    package_data={"taco_fairseq": ["config/*/*.yaml"]},
     install_requires=[
         "torch==2.13.0",
         # fairseq's main branch packaged for Python 3.11/3.12 (it imports as fairseq; official

@@ -1,10 +1,14 @@
 """The command-line entry points: every console script of setup.py resolves to a
-``main(argv=None)`` whose ``--help`` works, and every ``scripts/*.py`` still runs."""
+``main(argv=None)`` whose ``--help`` works, and every ``scripts/*.py`` still runs; a built
+(non-editable) wheel carries the recipes the tools read."""
 
 import importlib.metadata
 import re
 import runpy
+import shutil
+import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -46,3 +50,36 @@ def test_every_script_path_still_runs(script, capsys, monkeypatch):
         runpy.run_path(str(REPO / "scripts" / script), run_name="__main__")
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith("usage:")
+
+
+def test_a_wheel_carries_the_recipes_and_its_tools_find_them(tmp_path):
+    """taco-glue and taco-compare read the hydra recipes; installed from a wheel (not
+    editable), they must find them inside the package, not in a source checkout."""
+    source = tmp_path / "source"  # a copy, so that no build/ of the checkout gets in
+    shutil.copytree(REPO / "taco_fairseq", source / "taco_fairseq",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("setup.py", "setup.cfg", "README.md"):
+        shutil.copy(REPO / name, source)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path / "wheel"), str(source)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheel").glob("taco_fairseq-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        archive.extractall(tmp_path / "site")
+    recipes = {p.relative_to(REPO).as_posix() for p in (REPO / "taco_fairseq" / "config").glob(
+        "*/*.yaml")}
+    assert len(recipes) >= 30 and recipes <= names
+    found = subprocess.run(
+        [sys.executable, "-c", "from taco_fairseq.glue.recipes import load_recipe, recipe_path; "
+         "from taco_fairseq.glue.tasks import get_task; "
+         "from taco_fairseq.comparison.objectives import objective_args; "
+         "print(recipe_path(get_task('RTE'), 'small')); "
+         "print(load_recipe(recipe_path(get_task('RTE'), 'small'))['task']['_name']); "
+         "print(objective_args('taco')[:2])"],
+        capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site")})
+    assert found.returncode == 0, found.stderr[-2000:]
+    path, task, taco = found.stdout.splitlines()
+    assert path.startswith(str(tmp_path / "site")) and task == "sentence_prediction"
+    assert taco == "['--task', 'taco_masked_lm']"

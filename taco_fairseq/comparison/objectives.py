@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 
 from ..glue.recipes import NAME_OPTIONS, option
 
-#: The pre-training recipes (the repository's examples/taco/config/pretraining).
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "examples" / "taco" / "config" / "pretraining"
+#: The pre-training recipes (installed with the package; examples/taco/config links to them).
+RECIPES_DIR = Path(__file__).resolve().parents[1] / "config" / "pretraining"
 #: Shared recipes: the scale and optimizer of a model size, not objectives.
 SHARED_RECIPES = ("bert_small", "bert_base")
 #: The sections of an objective's recipe that make the objective.

@@ -24,8 +24,8 @@ from omegaconf import OmegaConf
 
 from .tasks import GlueTask
 
-#: The fine-tuning recipes (the repository's examples/taco/config/finetuning).
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "examples" / "taco" / "config" / "finetuning"
+#: The fine-tuning recipes (installed with the package; examples/taco/config links to them).
+RECIPES_DIR = Path(__file__).resolve().parents[1] / "config" / "finetuning"
 #: Model sizes with a recipe: ``glue_<size>.yaml`` and ``<task>_<size>.yaml``.
 SIZES = ("small", "base")
 #: fairseq's option for the ``_name`` of each config group.

@@ -2,6 +2,7 @@
 end to end (roberta_tiny, tens of updates, one task) that resumes instead of redoing work."""
 
 import csv
+import dataclasses
 import fcntl
 import json
 
@@ -16,7 +17,9 @@ from taco_fairseq.comparison.pretraining import (
     LOCK_FILE,
     PretrainRun,
     PretrainSettings,
+    check_same_options,
     pretrain,
+    pretrain_args,
 )
 from taco_fairseq.analysis.training_log import parse_json_log
 
@@ -73,6 +76,28 @@ def test_a_run_being_trained_by_another_process_is_left_alone(tmp_path):
         with pytest.raises(RuntimeError, match="being pre-trained by another process"):
             pretrain(PretrainRun("taco", 1), settings, tmp_path)
     assert not (run_dir / "train.log").exists()
+
+
+def test_a_run_is_continued_only_with_the_options_it_was_started_with(tmp_path):
+    """Another --lr (or fairseq option) for a run that exists is an error naming what changed,
+    before anything is trained; another --user-dir (another checkout) is not."""
+    settings = PretrainSettings(data=SHARED, arch="roberta_tiny", max_update=10,
+                                checkpoint_updates=(10,), warmup_updates=1, lr=1e-3)
+    run = PretrainRun("taco", 1)
+    run_dir = tmp_path / "pretrain" / run.name
+    run_dir.mkdir(parents=True)
+    args = pretrain_args(run, settings, run_dir)
+    other_checkout = [("/elsewhere/taco_fairseq" if a.endswith("taco_fairseq") else a)
+                      for a in args]
+    (run_dir / "train.log").write_text("# fairseq-train " + " ".join(other_checkout) + "\n")
+    check_same_options(run_dir, args)
+    changed = dataclasses.replace(settings, lr=5e-4, extra=("--dropout", "0.3"))
+    with pytest.raises(ValueError) as error:
+        pretrain(run, changed, tmp_path)
+    assert str(run_dir) in str(error.value)
+    assert "--lr 0.001 → 0.0005" in str(error.value)
+    assert "--dropout 0.1 → 0.3" in str(error.value)  # the last value counts, as in fairseq
+    assert (run_dir / "train.log").read_text().count("# fairseq-train") == 1  # nothing ran
 
 
 def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tmp_path):
@@ -207,8 +232,10 @@ def test_a_search_from_an_earlier_study_is_used_not_run(monkeypatch, tmp_path):
 
     options, _ = compare.parse_options(_search_argv(
         tmp_path, "--tasks", "RTE", "STS-B", "--finetune-lr", "3e-4", "1e-3"))
-    assert json.loads((tmp_path / "out" / "search.json").read_text()) == json.loads(
-        (tmp_path / "earlier.json").read_text())
+    earlier = tmp_path / "earlier.json"
+    assert json.loads((tmp_path / "out" / "search.json").read_text()) == {
+        task: {**entry, "searched_in": str(earlier.resolve())}
+        for task, entry in json.loads(earlier.read_text()).items()}
 
     def run_all(*args):
         raise AssertionError("the search ran")
@@ -230,6 +257,36 @@ def test_a_search_from_an_earlier_study_must_fit_the_grid(tmp_path, capsys, extr
     err = capsys.readouterr().err
     assert "--finetune-search-from" in err and message in err
     assert not (tmp_path / "out" / "search.json").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    ("[1, 2]", "not the search.json of a comparison"),
+    ('{"RTE": "bs32_lr0.0003_ep4"}', "not the search.json of a comparison"),
+    ("{", "cannot read it as JSON"),
+])
+def test_a_search_file_that_is_no_search_is_named(tmp_path, capsys, content, message):
+    from taco_fairseq.cli import compare
+
+    argv = _search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4")
+    earlier = tmp_path / "earlier.json"
+    if content is None:
+        earlier.unlink()
+    else:
+        earlier.write_text(content)
+    with pytest.raises(SystemExit):
+        compare.parse_options(argv)
+    err = capsys.readouterr().err
+    assert f"--finetune-search-from {earlier}: {message}" in err and "Traceback" not in err
+
+
+def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4",
+                                           "--finetune-max-updates", "MRPC=10"))
+    assert "--finetune-max-updates caps MRPC, which is in neither" in capsys.readouterr().err
 
 
 def test_a_search_from_an_earlier_study_does_not_replace_another(tmp_path, capsys):

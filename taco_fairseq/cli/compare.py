@@ -20,6 +20,7 @@ Example (a toy run on the CPU; docs/results.md has the study's command):
 
 import argparse
 import json
+import logging
 import os
 import platform
 import shlex
@@ -126,8 +127,12 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     parser = build_parser()
     args = parser.parse_args(own)
     try:
-        get_tasks([*args.tasks, *args.final_tasks])
+        finetuned = {t.name for t in get_tasks([*args.tasks, *args.final_tasks])}
         caps = parse_update_caps(args.finetune_max_updates, "--finetune-max-updates")
+        idle = sorted(set(caps) - finetuned)
+        if idle:
+            raise ValueError(f"--finetune-max-updates caps {', '.join(idle)}, which is in "
+                             "neither --tasks nor --final-tasks")
         settings = PretrainSettings(
             data=args.data, arch=args.arch, max_update=args.max_update,
             checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),
@@ -165,10 +170,16 @@ def check_search(args, parser) -> None:
     """``--finetune-search-from``: it must choose a point of the grid for every task, and a
     different search must not be in OUT already; copies it to ``OUT/search.json``."""
     source = args.finetune_search_from
+    if not source.is_file():
+        parser.error(f"--finetune-search-from {source}: no such file (give the search.json "
+                     "of an earlier study's --out)")
     try:
         search = json.loads(source.read_text())
     except (OSError, ValueError) as e:
         parser.error(f"--finetune-search-from {source}: cannot read it as JSON ({e})")
+    if not isinstance(search, dict) or not all(isinstance(v, dict) for v in search.values()):
+        parser.error(f"--finetune-search-from {source}: not the search.json of a comparison "
+                     '(task → {"chosen": POINT, ...})')
     labels = {Hyperparameters(args.finetune_batch_size, lr, epochs).label
               for lr in args.finetune_lr for epochs in args.finetune_epochs}
     for task in get_tasks([*args.tasks, *args.final_tasks]):
@@ -178,12 +189,20 @@ def check_search(args, parser) -> None:
                          + (f"{task.name} chose {chosen}, not a point of --finetune-lr x "
                             "--finetune-epochs x --finetune-batch-size" if chosen else
                             f"no point for {task.name}"))
+    search = {task: {**entry, "searched_in": entry.get("searched_in", str(source.resolve()))}
+              for task, entry in search.items()}
     target = args.out / "search.json"
     if target.is_file() and json.loads(target.read_text()) != search:
         parser.error(f"--finetune-search-from {source}: {target} holds another search; "
                      "choose another --out")
     args.out.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(search, indent=2) + "\n")
+
+
+def _search(options: StudyOptions) -> dict:
+    """``OUT/search.json`` (empty before a search ran)."""
+    path = options.out / "search.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def machine() -> str:
@@ -199,6 +218,9 @@ def machine() -> str:
 
 def main(argv=None) -> None:
     argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
+    # force: importing fairseq (its wav2vec2_classification) set the root logger to DEBUG
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        level=logging.INFO, force=True)
     options, report_only = parse_options(argv)
     options.out.mkdir(parents=True, exist_ok=True)
     timer = PhaseTimer(options.out)
@@ -230,7 +252,11 @@ def run_phases(options: StudyOptions, timer: PhaseTimer):
           flush=True)
     with timer.phase("checkpoint measures"):
         measures = measure_checkpoints(options, found)
-    if len(options.points) > 1:
+    reused = {e["searched_in"] for e in _search(options).values() if "searched_in" in e}
+    if reused:
+        print(f"== 3/5 fine-tuning points from {', '.join(sorted(reused))} (no search)",
+              flush=True)
+    elif len(options.points) > 1:
         print(f"== 3/5 fine-tuning search over {len(options.points)} points at "
               f"{options.last_updates} updates", flush=True)
     else:
@@ -255,7 +281,6 @@ def write_report(options: StudyOptions, argv, measures, scores, timings) -> None
     table = ScoreTable(scores)
     baseline = options.objectives[0]
     plot_figures(table, measures, baseline, out)
-    search = out / "search.json"
     header = "\n".join([
         "# Objective comparison", "",
         "Command: `taco-compare " + shlex.join(argv) + "`", "",
@@ -263,8 +288,7 @@ def write_report(options: StudyOptions, argv, measures, scores, timings) -> None
         "Scores: GLUE dev, points (MCC for CoLA, F1 for MRPC, Spearman for STS-B, accuracy "
         "otherwise); averages over the tasks fine-tuned at every checkpoint.",
     ])
-    report = markdown_report(table, measures, baseline, header, timings,
-                             json.loads(search.read_text()) if search.is_file() else None)
+    report = markdown_report(table, measures, baseline, header, timings, _search(options))
     (out / "report.md").write_text(report, encoding="utf-8")
     print(report)
     print(f"wrote {out / 'summary.csv'}, {out / 'checkpoints.csv'}, {out / 'report.md'} and the "

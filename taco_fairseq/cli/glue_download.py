@@ -26,7 +26,8 @@ def main(argv=None) -> None:
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds per connection attempt (default: %(default)s)")
     args = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO)
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO,
+                        force=True)
     try:
         for path in download_glue(args.data_dir, args.tasks, timeout=args.timeout):
             print(f"downloaded {path}")

@@ -21,7 +21,8 @@ def main(argv=None) -> None:
     parser.add_argument("--output-dir", type=Path, required=True)
     parser.add_argument("--cpu", action="store_true", help="predict on the CPU")
     args = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO)
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO,
+                        force=True)
     try:
         best = best_runs(collect_results(args.runs), args.checkpoint)
         for task, result in best.items():

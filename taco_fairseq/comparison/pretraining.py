@@ -14,7 +14,8 @@ A run lives in ``OUT/pretrain/<objective>-seed<S>/``::
 
 Checkpoints are saved every ``gcd(checkpoint updates)`` updates (fairseq's
 ``--save-interval-updates``, with a validation each time); those that are not requested are
-deleted when the run has finished.
+deleted when the run has finished. A run is continued, or reused when finished, only with the
+options it was started with (:func:`check_same_options`).
 """
 
 import fcntl
@@ -35,6 +36,7 @@ from .objectives import RECIPES_DIR, objective_args, shared_args
 USER_DIR = Path(__file__).resolve().parents[1]  # the taco_fairseq package, for --user-dir
 TRAIN_LOG = "train.log"
 LOCK_FILE = "pretrain.lock"
+_COMMAND = "# fairseq-train "  # how train.log records each command that trained the run
 
 
 @dataclass(frozen=True)
@@ -146,14 +148,54 @@ def pretrain(run: PretrainRun, settings: PretrainSettings, out_dir: Path,
     Raises:
         RuntimeError: ``fairseq-train`` failed (the message ends with its log), it ended
             without a requested checkpoint, or another process is training the run.
+        ValueError: the run was started with other options (:func:`check_same_options`).
     """
     run_dir = Path(out_dir) / "pretrain" / run.name
+    check_same_options(run_dir, pretrain_args(run, settings, run_dir))
     if is_finished(run_dir, settings):
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(run_dir / LOCK_FILE):
         _train(run, settings, run_dir, env)
     return run_dir
+
+
+def check_same_options(run_dir: Path, args: Sequence[str]) -> None:
+    """Check that a run that exists is continued (or reused) with the ``fairseq-train``
+    arguments it was started with (the last command its log records); ``--user-dir`` may
+    differ (another checkout of the plugin).
+
+    Raises:
+        ValueError: naming the run and each option whose value differs.
+    """
+    log = Path(run_dir) / TRAIN_LOG
+    if not log.is_file():
+        return
+    started = [line[len(_COMMAND):] for line in log.read_text(
+        encoding="utf-8", errors="replace").splitlines() if line.startswith(_COMMAND)]
+    if not started:
+        return
+    before, now = _options(started[-1].split(" ")), _options(" ".join(args).split(" "))
+    changed = [f"{name} {' '.join(before.get(name, ['(unset)']))} → "
+               f"{' '.join(now.get(name, ['(unset)']))}"
+               for name in sorted(before.keys() | now.keys(), key=str)
+               if name != "--user-dir" and before.get(name) != now.get(name)]
+    if changed:
+        raise ValueError(
+            f"{run_dir} was pre-trained with other options ({'; '.join(changed)}): give the "
+            "options it was started with, or another --out for the new ones")
+
+
+def _options(tokens: Sequence[str]) -> Dict[str, List[str]]:
+    """``fairseq-train`` arguments → option → its values (the data-bin under ``""``)."""
+    options, name = {}, ""
+    for token in tokens:
+        if token.startswith("--"):
+            name = token
+            options[name] = []
+        else:
+            options.setdefault(name, []).append(token)
+    return options
 
 
 @contextmanager
@@ -180,7 +222,7 @@ def _train(run: PretrainRun, settings: PretrainSettings, run_dir: Path,
     log = run_dir / TRAIN_LOG
     args = pretrain_args(run, settings, run_dir)
     with open(log, "a", encoding="utf-8") as f:
-        f.write("# fairseq-train " + " ".join(args) + "\n")
+        f.write(_COMMAND + " ".join(args) + "\n")
         f.flush()
         returncode = subprocess.run(
             [sys.executable, "-m", "fairseq_cli.train", *args], stdout=f,

@@ -57,7 +57,7 @@ def plot_figures(table: ScoreTable, measures: Sequence[Mapping], baseline: str,
             ax.plot(table.updates, mean, marker="o", label=o)
             ax.fill_between(table.updates, mean - std, mean + std, alpha=0.2)
         _axes(ax, f"GLUE average ({', '.join(tasks)}), points")
-        ax.set_title("GLUE dev average vs pre-training updates (mean ± std over seeds)")
+        ax.set_title("GLUE dev average vs pre-training updates\n(mean ± std over seeds)")
         written.append(_save(fig, out / "glue_average.png"))
 
         others = [o for o in table.objectives if o != baseline]
@@ -71,7 +71,7 @@ def plot_figures(table: ScoreTable, measures: Sequence[Mapping], baseline: str,
                         label=f"{o} − {baseline}")
         ax.axhline(0, color="grey", lw=0.8)
         _axes(ax, "difference of GLUE averages, points")
-        ax.set_title("Paired difference at equal updates (95% bootstrap interval)")
+        ax.set_title("Paired difference at equal updates\n(95% bootstrap interval)")
         written.append(_save(fig, out / "difference.png"))
 
     fig, axes = plt.subplots(1, len(table.tasks), figsize=(3.2 * len(table.tasks), 3.2),
@@ -117,8 +117,11 @@ def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: st
     lines = [header, "", "## Wall time", "", "| phase | minutes |", "|---|---|"]
     lines += [f"| {phase} | {seconds / 60:.1f} |" for phase, seconds in timings.items()]
     if search:
-        lines += ["", "## Fine-tuning hyper-parameters (search at the last checkpoint, the same "
-                  "for every objective)", "", "| task | chosen | mean dev score per point |",
+        reused = sorted({v["searched_in"] for v in search.values() if "searched_in" in v})
+        where = (f"the search of {', '.join(reused)}, taken with --finetune-search-from"
+                 if reused else "search at the last checkpoint")
+        lines += ["", f"## Fine-tuning hyper-parameters ({where}, the same for every "
+                  "objective)", "", "| task | chosen | mean dev score per point |",
                   "|---|---|---|"]
         lines += [f"| {t} | {v['chosen']} | "
                   + ", ".join(f"{p}: {s:.2f}" for p, s in v["mean_dev_score"].items()) + " |"

@@ -214,12 +214,15 @@ def _search_argv(tmp_path, *extra):
     data = tmp_path / "bin"
     data.mkdir(exist_ok=True)
     (data / "dict.txt").write_text("a 1\n")
+    for task in ("RTE", "STS-B", "CoLA", "MRPC"):  # prepared, as far as the checks look
+        (tmp_path / "glue" / task).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "glue" / task / "prep_info.json").write_text("{}")
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({
         "RTE": {"chosen": "bs32_lr0.0003_ep4", "mean_dev_score": {}},
         "STS-B": {"chosen": "bs32_lr0.001_ep4", "mean_dev_score": {}}}))
     return [str(a) for a in (
-        "--data", data, "--glue-data", tmp_path, "--out", tmp_path / "out",
+        "--data", data, "--glue-data", tmp_path / "glue", "--out", tmp_path / "out",
         "--arch", "roberta_tiny", "--max-update", "10", "--checkpoint-updates", "10",
         "--seeds", "1", "--finetune-search-from", earlier, *extra)]
 
@@ -278,6 +281,17 @@ def test_a_search_file_that_is_no_search_is_named(tmp_path, capsys, content, mes
         compare.parse_options(argv)
     err = capsys.readouterr().err
     assert f"--finetune-search-from {earlier}: {message}" in err and "Traceback" not in err
+
+
+def test_an_unprepared_task_is_named_before_anything_runs(tmp_path, capsys):
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "SST-2",
+                                           "--finetune-lr", "3e-4"))
+    err = capsys.readouterr().err
+    assert f"--glue-data {tmp_path / 'glue'}: SST-2 not prepared" in err
+    assert "prepare_glue.py --tasks SST-2" in err
 
 
 def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):

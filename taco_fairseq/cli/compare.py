@@ -54,6 +54,7 @@ from taco_fairseq.glue.options import parse_update_caps, split_fairseq_args
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
 from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
+from taco_fairseq.prep.glue_data import INFO_FILE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,6 +148,11 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
                              f"{', '.join(available_objectives())}")
     except ValueError as e:
         parser.error(str(e))
+    unprepared = [t for t in sorted(finetuned) if not (args.glue_data / t / INFO_FILE).is_file()]
+    if unprepared:  # found now, not after hours of pre-training
+        parser.error(f"--glue-data {args.glue_data}: {', '.join(unprepared)} not prepared (no "
+                     f"{INFO_FILE}); prepare them with scripts/prepare_glue.py --tasks "
+                     f"{' '.join(unprepared)}")
     if args.finetune_search_from is not None:
         check_search(args, parser)
     if not (args.data / "dict.txt").is_file():

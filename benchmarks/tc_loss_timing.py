@@ -108,8 +108,14 @@ def time_tc_loss(
     implementations = {"gather": gather_info_nce, "fast": info_nce}
     results = {name: forward_backward(f) for name, f in implementations.items()}  # warm-up
     pairs = list(zip(results["gather"], results["fast"]))
-    if not all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in pairs):
-        raise RuntimeError("the fast and gather TC losses or gradients differ")
+    for name, (a, b) in zip(("losses", "gradients"), pairs):
+        if not torch.allclose(a, b, rtol=1e-4, atol=1e-5):
+            i = int(((a - b).abs() - 1e-4 * b.abs()).argmax())
+            raise RuntimeError(
+                f"the fast and gather TC {name} differ: at flat index {i} gather "
+                f"{float(a.flatten()[i])!r}, fast {float(b.flatten()[i])!r} (tolerance 1e-5 + "
+                f"1e-4·|fast|; max |difference| {float((a - b).abs().max()):.3g}; "
+                f"{torch.get_num_threads()} threads)")
     difference = max(float((a - b).abs().max()) for a, b in pairs)
     times = {name: [] for name in implementations}
     for repeat in range(repeats):

@@ -45,6 +45,7 @@ from taco_fairseq.comparison.study import (
     chosen_points,
     pretrain_all,
     read_measures,
+    read_search,
     scores_of,
     search_points,
     set_threads,
@@ -153,12 +154,10 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         parser.error(f"--glue-data {args.glue_data}: {', '.join(unprepared)} not prepared (no "
                      f"{INFO_FILE}); prepare them with scripts/prepare_glue.py --tasks "
                      f"{' '.join(unprepared)}")
-    if args.finetune_search_from is not None:
-        check_search(args, parser)
     if not (args.data / "dict.txt").is_file():
         parser.error(f"--data {args.data}: no dict.txt (prepare it with "
                      "scripts/prepare_pretraining_data.py)")
-    return StudyOptions(
+    options = StudyOptions(
         out=args.out, objectives=args.objectives, pretrain_seeds=args.pretrain_seeds,
         settings=settings, glue_data=args.glue_data,
         tasks=[t.name for t in get_tasks(args.tasks)],
@@ -169,13 +168,15 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         max_updates=caps, finetune_args=shlex.split(args.finetune_options),
         heldout_text=args.heldout_text, heldout_sentences=args.heldout_sentences,
         heldout_max_lines=args.heldout_max_lines, jobs=args.jobs, cpu=args.cpu,
-    ), args.report_only
+    )
+    if args.finetune_search_from is not None:
+        check_search(options, args.finetune_search_from, parser)
+    return options, args.report_only
 
 
-def check_search(args, parser) -> None:
-    """``--finetune-search-from``: it must choose a point of the grid for every task, and a
-    different search must not be in OUT already; copies it to ``OUT/search.json``."""
-    source = args.finetune_search_from
+def check_search(options: StudyOptions, source: Path, parser) -> None:
+    """``--finetune-search-from SOURCE``: it must choose a point of the grid for every task,
+    and a different search must not be in OUT already; copies it to ``OUT/search.json``."""
     if not source.is_file():
         parser.error(f"--finetune-search-from {source}: no such file (give the search.json "
                      "of an earlier study's --out)")
@@ -186,29 +187,22 @@ def check_search(args, parser) -> None:
     if not isinstance(search, dict) or not all(isinstance(v, dict) for v in search.values()):
         parser.error(f"--finetune-search-from {source}: not the search.json of a comparison "
                      '(task → {"chosen": POINT, ...})')
-    labels = {Hyperparameters(args.finetune_batch_size, lr, epochs).label
-              for lr in args.finetune_lr for epochs in args.finetune_epochs}
-    for task in get_tasks([*args.tasks, *args.final_tasks]):
-        chosen = search.get(task.name, {}).get("chosen")
+    labels = {p.label for p in options.points}
+    for task in [*options.tasks, *options.final_tasks]:
+        chosen = search.get(task, {}).get("chosen")
         if chosen not in labels:
             parser.error(f"--finetune-search-from {source}: "
-                         + (f"{task.name} chose {chosen}, not a point of --finetune-lr x "
+                         + (f"{task} chose {chosen}, not a point of --finetune-lr x "
                             "--finetune-epochs x --finetune-batch-size" if chosen else
-                            f"no point for {task.name}"))
+                            f"no point for {task}"))
     search = {task: {**entry, "searched_in": entry.get("searched_in", str(source.resolve()))}
               for task, entry in search.items()}
-    target = args.out / "search.json"
-    if target.is_file() and json.loads(target.read_text()) != search:
+    target = options.out / "search.json"
+    if target.is_file() and read_search(options.out) != search:
         parser.error(f"--finetune-search-from {source}: {target} holds another search; "
                      "choose another --out")
-    args.out.mkdir(parents=True, exist_ok=True)
+    options.out.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(search, indent=2) + "\n")
-
-
-def _search(options: StudyOptions) -> dict:
-    """``OUT/search.json`` (empty before a search ran)."""
-    path = options.out / "search.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def machine() -> str:
@@ -258,7 +252,7 @@ def run_phases(options: StudyOptions, timer: PhaseTimer):
           flush=True)
     with timer.phase("checkpoint measures"):
         measures = measure_checkpoints(options, found)
-    reused = {e["searched_in"] for e in _search(options).values() if "searched_in" in e}
+    reused = {e["searched_in"] for e in read_search(options.out).values() if "searched_in" in e}
     if reused:
         print(f"== 3/5 fine-tuning points from {', '.join(sorted(reused))} (no search)",
               flush=True)
@@ -294,7 +288,8 @@ def write_report(options: StudyOptions, argv, measures, scores, timings) -> None
         "Scores: GLUE dev, points (MCC for CoLA, F1 for MRPC, Spearman for STS-B, accuracy "
         "otherwise); averages over the tasks fine-tuned at every checkpoint.",
     ])
-    report = markdown_report(table, measures, baseline, header, timings, _search(options))
+    report = markdown_report(table, measures, baseline, header, timings,
+                             read_search(options.out))
     (out / "report.md").write_text(report, encoding="utf-8")
     print(report)
     print(f"wrote {out / 'summary.csv'}, {out / 'checkpoints.csv'}, {out / 'report.md'} and the "

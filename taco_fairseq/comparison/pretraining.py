@@ -175,10 +175,11 @@ def check_same_options(run_dir: Path, args: Sequence[str]) -> None:
         encoding="utf-8", errors="replace").splitlines() if line.startswith(_COMMAND)]
     if not started:
         return
+    # split as the log line was written (" ".join), so that both sides tokenize alike
     before, now = _options(started[-1].split(" ")), _options(" ".join(args).split(" "))
     changed = [f"{name} {' '.join(before.get(name, ['(unset)']))} → "
                f"{' '.join(now.get(name, ['(unset)']))}"
-               for name in sorted(before.keys() | now.keys(), key=str)
+               for name in sorted(before.keys() | now.keys())
                if name != "--user-dir" and before.get(name) != now.get(name)]
     if changed:
         raise ValueError(

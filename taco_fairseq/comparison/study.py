@@ -287,12 +287,16 @@ def chosen_points(options: StudyOptions) -> Dict[str, Hyperparameters]:
     tasks = list(dict.fromkeys([*options.tasks, *options.final_tasks]))
     if len(options.points) == 1:
         return {task: options.points[0] for task in tasks}
-    path = options.out / "search.json"
-    if not path.is_file():
-        return {}
     labels = {p.label: p for p in options.points}
-    return {task: labels[entry["chosen"]] for task, entry in json.loads(path.read_text()).items()
+    return {task: labels[entry["chosen"]] for task, entry in read_search(options.out).items()
             if entry["chosen"] in labels}
+
+
+def read_search(out: Path) -> dict:
+    """``OUT/search.json``: task → ``{"chosen": label, "mean_dev_score": {label: points}}``
+    (and ``"searched_in"`` when taken from an earlier study); ``{}`` before a search ran."""
+    path = Path(out) / "search.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _named(checkpoint: StudyCheckpoint) -> PretrainedCheckpoint:

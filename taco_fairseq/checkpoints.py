@@ -7,9 +7,8 @@ checkpoint of another vocabulary of the same size without complaint, fails deep 
 ``load_state_dict`` on another architecture, and stops every later run with a bare ``EOFError``
 on a ``checkpoint_last.pt`` cut short by a kill during its (non-atomic) copy.
 :func:`checkpoint_to_load` and :func:`check_checkpoint_fits` turn these into errors naming the
-file, the option and the fix, or into a resume from the newest intact checkpoint; called by
-``taco_masked_lm`` when it builds the model and, for every task, by :func:`restore_config`
-(:mod:`taco_fairseq.fairseq_patches`).
+file, the option and the fix, or into a resume from the newest intact checkpoint, for every
+task, by :func:`restore_config` (:mod:`taco_fairseq.fairseq_patches`).
 """
 
 import argparse
@@ -207,10 +206,10 @@ def checkpoint_to_load(cfg) -> Optional[str]:
 def restore_config(cfg, task, model):
     """The ``checkpoint`` config with which fairseq-train should load its checkpoint: ``cfg``,
     or a copy whose ``restore_file`` is the intact checkpoint to resume from when
-    ``checkpoint_last.pt`` cannot be read (:func:`checkpoint_to_load`). For RoBERTa models of
-    other tasks than ``taco_masked_lm`` (which checks in ``build_model``) the checkpoint is
-    checked by :func:`check_checkpoint_fits`, and its data fingerprints go into the task's
-    state, so that the run's checkpoints record them too (e.g. GLUE fine-tunings).
+    ``checkpoint_last.pt`` cannot be read (:func:`checkpoint_to_load`). For RoBERTa models the
+    checkpoint is checked by :func:`check_checkpoint_fits`; for tasks other than
+    ``taco_masked_lm`` (which records its own data-bin's) its data fingerprints go into the
+    task's state, so that the run's checkpoints record them too (e.g. GLUE fine-tunings).
 
     Raises:
         OptionError, InputNotFoundError: as :func:`checkpoint_to_load` and
@@ -223,11 +222,12 @@ def restore_config(cfg, task, model):
     path = checkpoint_to_load(cfg)
     if path is None:
         return cfg
-    if isinstance(model, RobertaModel) and not isinstance(task, TacoMaskedLMTask):
+    if isinstance(model, RobertaModel):
         task_state = check_checkpoint_fits(path, model, task.source_dictionary).get(
             "task_state") or {}
-        task.state.merge_state_dict({key: task_state[key] for key in (
-            DICTIONARY_KEY, SENTENCEPIECE_KEY) if key in task_state})
+        if not isinstance(task, TacoMaskedLMTask):
+            task.state.merge_state_dict({key: task_state[key] for key in (
+                DICTIONARY_KEY, SENTENCEPIECE_KEY) if key in task_state})
     last = os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
     if cfg.restore_file != DEFAULT_RESTORE_FILE or os.path.abspath(path) == os.path.abspath(
             last) or not PathManager.isfile(last):

@@ -18,8 +18,7 @@ from omegaconf import II
 
 from .batch import CrossWorkerTacoBatch
 from .checkpoints import (DICTIONARY_KEY, SENTENCEPIECE_KEY, SENTENCEPIECE_MODEL,
-                          check_checkpoint_fits, checkpoint_to_load, dictionary_fingerprint,
-                          file_sha256)
+                          dictionary_fingerprint, file_sha256)
 from .data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotalsEpochIterator
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 
@@ -44,12 +43,7 @@ class TacoMaskedLMConfig(MaskedLMConfig):
         "whole batch, instead of from its own worker's batch"})
     update_freq: List[int] = II("optimization.update_freq")
     batch_size: Optional[int] = II("dataset.batch_size")
-    # what fairseq-train resumes from, checked before training (checkpoints.checkpoint_to_load)
-    restore_file: str = II("checkpoint.restore_file")
     save_dir: str = II("checkpoint.save_dir")
-    continue_once: Optional[str] = II("checkpoint.continue_once")
-    finetune_from_model: Optional[str] = II("checkpoint.finetune_from_model")
-    checkpoint_suffix: str = II("checkpoint.checkpoint_suffix")
     fp16: bool = II("common.fp16")
     bf16: bool = II("common.bf16")
     amp: bool = II("common.amp")
@@ -193,19 +187,15 @@ class TacoMaskedLMTask(MaskedLMTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         """Build the model; for training (not ``from_checkpoint``), also check the set-up
-        (:func:`validate_training_setup`) and the checkpoint fairseq-train will load.
+        (:func:`validate_training_setup`; fairseq-train's checkpoint is checked when it is
+        loaded, :func:`taco_fairseq.checkpoints.restore_config`).
 
         Raises:
-            OptionError, InputNotFoundError: from :func:`validate_training_setup`,
-                :func:`~taco_fairseq.checkpoints.checkpoint_to_load` and
-                :func:`~taco_fairseq.checkpoints.check_checkpoint_fits`.
+            OptionError: from :func:`validate_training_setup`.
         """
         model = super().build_model(cfg, from_checkpoint)
         if not from_checkpoint:
             validate_training_setup(self.cfg, cfg, model)
-            path = checkpoint_to_load(self.cfg)
-            if path is not None:
-                check_checkpoint_fits(path, model, self.dictionary)
         return model
 
     def get_batch_iterator(self, dataset, *args, **kwargs):

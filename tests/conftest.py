@@ -105,13 +105,17 @@ def tiny_databin(wikipedia_aa, wikitext_test, tmp_path_factory) -> Path:
 
 
 def fairseq_setup(databin, *extra):
-    """Parse a ``fairseq-train`` command line; build its task, model and criterion.
+    """Parse a ``fairseq-train`` command line; build its task, model and criterion, and check
+    the checkpoint it would load, as its ``load_checkpoint`` does
+    (:func:`taco_fairseq.checkpoints.restore_config`).
 
     Returns:
         (cfg, task, model, criterion) with the ``valid`` split loaded.
     """
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from taco_fairseq.checkpoints import restore_config
 
     parser = options.get_training_parser()
     argv = [
@@ -125,6 +129,7 @@ def fairseq_setup(databin, *extra):
     task.load_dataset("valid")
     model = task.build_model(cfg.model)
     criterion = task.build_criterion(cfg.criterion)
+    restore_config(cfg.checkpoint, task, model)
     return cfg, task, model, criterion
 
 

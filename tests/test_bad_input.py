@@ -205,8 +205,8 @@ def test_own_checkpoint_fits(trained_checkpoint, tiny_databin):
         (["--restore-file", last], last),
         (["--save-dir", str(trained_checkpoint)], last),  # resume
     ):
-        _, task, model, _ = fairseq_setup(tiny_databin, *options)
-        assert checkpoint_to_load(task.cfg) == expected
+        cfg, _, model, _ = fairseq_setup(tiny_databin, *options)
+        assert checkpoint_to_load(cfg.checkpoint) == expected
         state = checkpoint_utils.load_checkpoint_to_cpu(expected)["model"]
         loaded = model.load_state_dict(state, strict=True)
         assert not loaded.missing_keys and not loaded.unexpected_keys

@@ -90,12 +90,12 @@ def test_unreadable_checkpoint_last_picks_the_newest_intact_checkpoint(trained_c
         shutil.copy(trained_checkpoint / name, tmp_path / name)
     _cut_short(tmp_path / "checkpoint_last.pt")
     with caplog.at_level(logging.WARNING):
-        _, task, _, _ = fairseq_setup(tiny_databin, "--save-dir", str(tmp_path))
-    assert checkpoint_to_load(task.cfg) == str(tmp_path / "checkpoint_1_20.pt")
+        cfg, _, _, _ = fairseq_setup(tiny_databin, "--save-dir", str(tmp_path))
+    assert checkpoint_to_load(cfg.checkpoint) == str(tmp_path / "checkpoint_1_20.pt")
     assert "resuming from" in caplog.text
     assert (tmp_path / "checkpoint_last.pt").stat().st_size > 0  # left in place
     _cut_short(tmp_path / "checkpoint_1_20.pt")
-    assert checkpoint_to_load(task.cfg) == str(tmp_path / "checkpoint_1_10.pt")
+    assert checkpoint_to_load(cfg.checkpoint) == str(tmp_path / "checkpoint_1_10.pt")
     _cut_short(tmp_path / "checkpoint_1_10.pt")
     with pytest.raises(ValueError, match=(
             rf"{re.escape(str(tmp_path / 'checkpoint_last.pt'))} cannot be read .* has no intact "

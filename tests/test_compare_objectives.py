@@ -301,7 +301,8 @@ def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
         compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4",
                                            "--finetune-max-updates", "MRPC=10"))
-    assert "--finetune-max-updates caps MRPC, which is in neither" in capsys.readouterr().err
+    assert ("--finetune-max-updates caps MRPC, which is not fine-tuned (not in --tasks or "
+            "--final-tasks: ") in capsys.readouterr().err
 
 
 def test_a_search_from_an_earlier_study_does_not_replace_another(tmp_path, capsys):

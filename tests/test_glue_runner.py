@@ -256,6 +256,17 @@ def test_missing_or_unreadable_checkpoints_are_errors(glue_databin, trained_chec
     assert result.returncode == 1 and "random weights" in result.stderr
 
 
+def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(glue_databin, trained_checkpoint,
+                                                           tmp_path):
+    result = run_script("run_glue.py", "--checkpoints", trained_checkpoint / "checkpoint_last.pt",
+                        "--data", glue_databin, "--out", tmp_path / "runs", "--tasks", "RTE",
+                        "--max-updates", "SST-2=10", "--dry-run")
+    assert result.returncode == 1
+    assert result.stderr.strip() == ("error: --max-updates caps SST-2, which is not fine-tuned "
+                                      "(not in --tasks: RTE)")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_checkpoint_sweep_command(glue_databin, trained_checkpoint, tmp_path):
     """The 10- and 20-update checkpoints of the tiny TACO run, fine-tuned on RTE: one run
     directory per checkpoint, the CSV and the figure (speedups: tests/test_glue_metrics.py)."""

@@ -129,12 +129,9 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     parser = build_parser()
     args = parser.parse_args(own)
     try:
-        finetuned = {t.name for t in get_tasks([*args.tasks, *args.final_tasks])}
-        caps = parse_update_caps(args.finetune_max_updates, "--finetune-max-updates")
-        idle = sorted(set(caps) - finetuned)
-        if idle:
-            raise ValueError(f"--finetune-max-updates caps {', '.join(idle)}, which is in "
-                             "neither --tasks nor --final-tasks")
+        finetuned = get_tasks([*args.tasks, *args.final_tasks])
+        caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
+                                 "--tasks or --final-tasks")
         settings = PretrainSettings(
             data=args.data, arch=args.arch, max_update=args.max_update,
             checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),
@@ -149,7 +146,8 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
                              f"{', '.join(available_objectives())}")
     except ValueError as e:
         parser.error(str(e))
-    unprepared = [t for t in sorted(finetuned) if not (args.glue_data / t / INFO_FILE).is_file()]
+    unprepared = sorted(t.name for t in finetuned
+                        if not (args.glue_data / t.name / INFO_FILE).is_file())
     if unprepared:  # found now, not after hours of pre-training
         parser.error(f"--glue-data {args.glue_data}: {', '.join(unprepared)} not prepared (no "
                      f"{INFO_FILE}); prepare them with scripts/prepare_glue.py --tasks "

@@ -61,11 +61,14 @@ def selected_tasks(args) -> Tuple[GlueTask, ...]:
     return get_tasks(names)
 
 
-def parse_update_caps(specs: Sequence[str], option: str = "--max-updates") -> Dict[str, int]:
-    """``TASK=N`` entries → {GLUE task name: N}.
+def parse_update_caps(specs: Sequence[str], tasks: Sequence[GlueTask],
+                      option: str = "--max-updates", tasks_option: str = "--tasks"
+                      ) -> Dict[str, int]:
+    """``TASK=N`` entries → {GLUE task name: N}, for tasks among the fine-tuned ``tasks``.
 
     Raises:
-        ValueError: an entry is not ``TASK=N`` with N >= 1, or names no GLUE task.
+        ValueError: an entry is not ``TASK=N`` with N >= 1, names no GLUE task, or names a task
+            not in ``tasks`` (the message names ``option`` and ``tasks_option``).
     """
     caps = {}
     for spec in specs:
@@ -73,6 +76,10 @@ def parse_update_caps(specs: Sequence[str], option: str = "--max-updates") -> Di
         if not sep or not value.isdigit() or int(value) < 1:
             raise ValueError(f"{option}: expected TASK=N with N >= 1, got {spec!r}")
         caps[get_tasks([task])[0].name] = int(value)
+    idle = sorted(set(caps) - {t.name for t in tasks})
+    if idle:
+        raise ValueError(f"{option} caps {', '.join(idle)}, which is not fine-tuned (not in "
+                         f"{tasks_option}: {', '.join(t.name for t in tasks)})")
     return caps
 
 
@@ -80,11 +87,13 @@ def runner_options(args, fairseq_args: Sequence[str]) -> RunnerOptions:
     """The :class:`RunnerOptions` of parsed options and the fairseq arguments after ``--``.
 
     Raises:
-        ValueError: as :func:`parse_update_caps`.
+        ValueError, FileNotFoundError: as :func:`parse_update_caps` and
+            :func:`selected_tasks`.
     """
     return RunnerOptions(
         data_dir=args.data, out_dir=args.out, pretraining_data=args.pretraining_data,
         fairseq_args=(["--cpu"] if args.cpu else []) + list(fairseq_args), cpu=args.cpu,
         keep_checkpoints=not args.delete_checkpoints,
-        max_updates=parse_update_caps(args.max_updates), recipe=args.recipe,
+        max_updates=parse_update_caps(args.max_updates, selected_tasks(args)),
+        recipe=args.recipe,
     )

@@ -21,6 +21,7 @@ from typing import Dict, Optional
 
 import numpy as np
 import torch
+from fairseq import utils
 from fairseq.file_io import PathManager
 from omegaconf import open_dict
 
@@ -104,9 +105,9 @@ def file_sha256(path) -> str:
 def check_dictionary(checkpoint, state: dict, dictionary, dict_name: str,
                      fix: str = DATA_FIX) -> None:
     """Check that ``dictionary`` is the one ``checkpoint`` was trained with: against the
-    fingerprint ``taco_masked_lm`` checkpoints record (:data:`DICTIONARY_KEY`), else (fairseq's
-    ``masked_lm``, older checkpoints; with a warning) against the rows of the token-embedding
-    matrix. Loaders also check the SentencePiece model
+    fingerprint that pre-training with the plugin loaded records (:data:`DICTIONARY_KEY`),
+    else (fairseq without the plugin, older checkpoints; with a warning) against the rows of
+    the token-embedding matrix. Loaders also check the SentencePiece model
     (:func:`taco_fairseq.pretrained.check_training_data`).
 
     Args:
@@ -203,29 +204,42 @@ def checkpoint_to_load(cfg) -> Optional[str]:
     return None  # fresh start (fairseq reports a missing --finetune-from-model itself)
 
 
+def record_data_fingerprints(task) -> None:
+    """Put the fingerprints of a masked-LM task's data-bin into its state, which fairseq saves
+    with every checkpoint (``task_state``): its dictionary's (:data:`DICTIONARY_KEY`) and, when
+    the data-bin has one, its SentencePiece model's (:data:`SENTENCEPIECE_KEY`)."""
+    task.state.merge_state_dict({DICTIONARY_KEY: dictionary_fingerprint(task.source_dictionary)})
+    model = os.path.join(utils.split_paths(task.cfg.data)[0], SENTENCEPIECE_MODEL)
+    if os.path.isfile(model):
+        task.state.merge_state_dict({SENTENCEPIECE_KEY: file_sha256(model)})
+
+
 def restore_config(cfg, task, model):
     """The ``checkpoint`` config with which fairseq-train should load its checkpoint: ``cfg``,
     or a copy whose ``restore_file`` is the intact checkpoint to resume from when
     ``checkpoint_last.pt`` cannot be read (:func:`checkpoint_to_load`). For RoBERTa models the
-    checkpoint is checked by :func:`check_checkpoint_fits`; for tasks other than
-    ``taco_masked_lm`` (which records its own data-bin's) its data fingerprints go into the
-    task's state, so that the run's checkpoints record them too (e.g. GLUE fine-tunings).
+    checkpoint is checked by :func:`check_checkpoint_fits`. The run's checkpoints will record
+    data fingerprints: a masked-LM task's (``masked_lm``, ``taco_masked_lm``) of its own
+    data-bin (:func:`record_data_fingerprints`), another task's (e.g. a GLUE fine-tuning) those
+    of the checkpoint it starts from.
 
     Raises:
         OptionError, InputNotFoundError: as :func:`checkpoint_to_load` and
             :func:`check_checkpoint_fits`.
     """
     from fairseq.models.roberta import RobertaModel
+    from fairseq.tasks.masked_lm import MaskedLMTask
 
-    from .task import TacoMaskedLMTask
-
+    masked_lm = isinstance(task, MaskedLMTask)
+    if masked_lm:
+        record_data_fingerprints(task)
     path = checkpoint_to_load(cfg)
     if path is None:
         return cfg
     if isinstance(model, RobertaModel):
         task_state = check_checkpoint_fits(path, model, task.source_dictionary).get(
             "task_state") or {}
-        if not isinstance(task, TacoMaskedLMTask):
+        if not masked_lm:
             task.state.merge_state_dict({key: task_state[key] for key in (
                 DICTIONARY_KEY, SENTENCEPIECE_KEY) if key in task_state})
     last = os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")

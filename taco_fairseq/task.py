@@ -17,8 +17,7 @@ from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from omegaconf import II
 
 from .batch import CrossWorkerTacoBatch
-from .checkpoints import (DICTIONARY_KEY, SENTENCEPIECE_KEY, SENTENCEPIECE_MODEL,
-                          dictionary_fingerprint, file_sha256)
+from .checkpoints import SENTENCEPIECE_MODEL
 from .data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotalsEpochIterator
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 
@@ -122,8 +121,7 @@ def validate_training_setup(cfg, model_cfg, model) -> None:
 class TacoMaskedLMTask(MaskedLMTask):
     """``masked_lm`` (same data, masking and defaults) whose batches also carry TACO's sampled
     positions (``batch["taco"]``) and whose training batches carry the masked-token and anchor
-    totals of their update (:mod:`taco_fairseq.data`). Its checkpoints record the fingerprints
-    of the data-bin's dictionary and SentencePiece model, which every loader checks."""
+    totals of their update (:mod:`taco_fairseq.data`)."""
 
     cfg: TacoMaskedLMConfig
 
@@ -132,11 +130,8 @@ class TacoMaskedLMTask(MaskedLMTask):
         super().__init__(cfg, dictionary)
         self._update_totals = None  # all-worker totals of the batch group being trained
         self._warned_few_negatives = False
-        self.state.merge_state_dict({DICTIONARY_KEY: dictionary_fingerprint(self.dictionary)})
         self.sentencepiece_model = os.path.join(utils.split_paths(cfg.data)[0],
                                                 SENTENCEPIECE_MODEL)
-        if os.path.isfile(self.sentencepiece_model):
-            self.state.merge_state_dict({SENTENCEPIECE_KEY: file_sha256(self.sentencepiece_model)})
         if cfg.mask_whole_words:
             self.args  # noqa: B018  (fails now, not when the data is loaded, without the model)
         hint = hydra_relative_path_hint(cfg.save_dir)

@@ -18,6 +18,7 @@ import torch
 from conftest import REPO, USER_DIR, first_batch, fairseq_setup, run_fairseq, run_script, train_args
 from distributed_worker import Backward
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
+from taco_fairseq.checkpoints import DICTIONARY_KEY, SENTENCEPIECE_KEY
 
 
 @pytest.mark.parametrize(
@@ -238,6 +239,25 @@ def test_checkpoint_of_another_vocabulary(trained_checkpoint, tiny_databin, tmp_
     with pytest.raises(ValueError, match=r"another dictionary \(2001 symbols\) than --data's "
                                          r"dict.txt \(1991 symbols\)"):
         fairseq_setup(smaller, "--restore-file", str(stock))
+
+
+def test_masked_lm_checkpoints_record_the_fingerprints(trained_checkpoint, tiny_databin,
+                                                       tmp_path):
+    """fairseq's masked_lm task, run with the plugin loaded, records the data-bin's
+    fingerprints as taco_masked_lm does, so a same-size dictionary is caught for it too."""
+    args = [str(a) for a in train_args(tiny_databin, tmp_path / "mlm", "--max-update", "1")]
+    args[args.index("taco_masked_lm")], args[args.index("taco")] = "masked_lm", "masked_lm"
+    run_fairseq("fairseq-train", *args)
+    recorded = torch.load(tmp_path / "mlm" / "checkpoint_last.pt", weights_only=True)
+    taco = torch.load(trained_checkpoint / "checkpoint_last.pt", weights_only=True)
+    assert recorded["task_state"] == taco["task_state"]  # the same data-bin
+    assert set(recorded["task_state"]) == {DICTIONARY_KEY, SENTENCEPIECE_KEY}
+    lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    swapped = _databin_with_dict(tiny_databin, tmp_path / "swapped",
+                                 [lines[1], lines[0], *lines[2:]])
+    with pytest.raises(ValueError, match=r"trained with another dictionary \(2001 symbols\) "
+                                         r"than --data's dict.txt \(2001 symbols\)"):
+        fairseq_setup(swapped, "--restore-file", str(tmp_path / "mlm" / "checkpoint_last.pt"))
 
 
 def test_checkpoint_of_another_architecture(trained_checkpoint, tiny_databin):

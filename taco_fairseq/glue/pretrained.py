@@ -112,7 +112,7 @@ def check_compatible(
     The shared check of every loader (:func:`check_glue_data`) compares ``input0/dict.txt``
     and the SentencePiece model that ``prep_info.json`` records (by its SHA-256) with the
     fingerprints the checkpoint records. A checkpoint without a dictionary fingerprint (e.g.
-    fairseq's ``masked_lm``) is checked by size, and its dictionary's symbols against the
+    pre-trained by fairseq without the plugin) is checked by size, and its dictionary's symbols against the
     pre-training data-bin's (``pretraining_data``, else the one recorded in the checkpoint) when
     that exists here (a warning says when it does not).
 

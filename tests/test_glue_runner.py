@@ -34,7 +34,7 @@ from taco_fairseq.glue.recipes import (
     recipe_path,
     selection_metric,
 )
-from taco_fairseq.glue.runner import RunnerOptions, plan_runs, run_all
+from taco_fairseq.glue.runner import RunnerOptions, plan_runs, run_all, run_settings
 from taco_fairseq.glue.tasks import TASKS as GLUE_TASKS
 from taco_fairseq.glue.tasks import get_task, get_tasks
 from taco_fairseq.glue.tsv import read_split
@@ -126,6 +126,22 @@ def test_changed_settings_in_a_finished_run_directory_are_an_error(tmp_path, tra
                      get_tasks(["RTE"]), [1], [Hyperparameters(16, 1e-3, 1)])
     with pytest.raises(ValueError, match="holds a finished run with other settings"):
         run_all(runs, RunnerOptions(data_dir=glue_databin, out_dir=tmp_path))
+
+
+def test_a_finished_run_of_a_checkpoint_that_has_changed_since_is_an_error(
+        tmp_path, trained_checkpoint, glue_databin):
+    """The same checkpoint path (e.g. checkpoint_last.pt of a run that went on) with more
+    updates than when the run was made is not taken for the finished run."""
+    runs = plan_runs([PretrainedCheckpoint("tiny", trained_checkpoint / "checkpoint_last.pt")],
+                     get_tasks(["RTE"]), [1], [Hyperparameters(16, 1e-3, 1)])
+    options = RunnerOptions(data_dir=glue_databin, out_dir=tmp_path)
+    run_dir = tmp_path / runs[0].relative_dir
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(json.dumps(
+        {"settings": run_settings(runs[0], options), "pretraining_updates": 10}))
+    with pytest.raises(ValueError, match=r"holds a finished run of .*checkpoint_last.pt when it "
+                       r"had 10 pre-training updates; it has 20 now"):
+        run_all(runs, options)
 
 
 def rte_with(databin, tmp_path, dict_lines):

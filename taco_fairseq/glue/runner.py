@@ -130,7 +130,8 @@ def run_all(runs: Sequence[FinetuneRun], options: RunnerOptions, jobs: int = 1) 
     Raises:
         FileNotFoundError: a checkpoint or a prepared task directory is missing.
         ValueError: a checkpoint does not match the data's dictionary, or a run directory
-            holds a finished run with other settings.
+            holds a finished run with other settings or of the checkpoint at another number of
+            updates.
         RuntimeError: ``fairseq-train`` failed (the message ends with its log).
     """
     infos: Dict[Path, CheckpointInfo] = {}
@@ -160,19 +161,7 @@ def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> 
     and, when it had finished before, ``"skipped": True``. Errors: as :func:`run_all`."""
     run_dir = Path(options.out_dir) / run.relative_dir
     task_dir = _task_dir(options, run.task)
-    settings = json.loads(json.dumps({
-        "checkpoint": run.checkpoint.name,
-        "checkpoint_path": str(run.checkpoint.path.resolve()),
-        "task": run.task.name,
-        "data": str(task_dir.resolve()),
-        "batch_size": run.hyper.batch_size,
-        "lr": run.hyper.lr,
-        "epochs": run.hyper.epochs,
-        "seed": run.seed,
-        "fairseq_args": list(options.fairseq_args),
-    }))
-    if run.task.name in options.max_updates:
-        settings["max_updates"] = options.max_updates[run.task.name]
+    settings = run_settings(run, options)
     done = run_dir / RESULT_FILE
     if done.is_file():
         result = json.loads(done.read_text(encoding="utf-8"))
@@ -180,6 +169,13 @@ def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> 
             raise ValueError(
                 f"{run_dir} holds a finished run with other settings ({result['settings']}, now "
                 f"{settings}); use another output directory or remove it"
+            )
+        if result["pretraining_updates"] != info.num_updates:  # e.g. a checkpoint_last.pt
+            raise ValueError(
+                f"{run_dir} holds a finished run of {run.checkpoint.path} when it had "
+                f"{result['pretraining_updates']} pre-training updates; it has "
+                f"{info.num_updates} now. Use another output directory or remove it, or give "
+                "the numbered checkpoint (checkpoint_<epoch>_<updates>.pt) it was"
             )
         return dict(result, run_dir=str(run_dir), skipped=True)
     if run_dir.exists():
@@ -224,6 +220,25 @@ def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> 
     partial.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     partial.replace(done)
     return dict(result, run_dir=str(run_dir))
+
+
+def run_settings(run: FinetuneRun, options: RunnerOptions) -> dict:
+    """The settings of ``run`` that ``metrics.json`` records, as JSON values; a finished run is
+    reused only with the same ones."""
+    settings = json.loads(json.dumps({
+        "checkpoint": run.checkpoint.name,
+        "checkpoint_path": str(run.checkpoint.path.resolve()),
+        "task": run.task.name,
+        "data": str(_task_dir(options, run.task).resolve()),
+        "batch_size": run.hyper.batch_size,
+        "lr": run.hyper.lr,
+        "epochs": run.hyper.epochs,
+        "seed": run.seed,
+        "fairseq_args": list(options.fairseq_args),
+    }))
+    if run.task.name in options.max_updates:
+        settings["max_updates"] = options.max_updates[run.task.name]
+    return settings
 
 
 def fairseq_train_args(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> list:

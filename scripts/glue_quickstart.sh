@@ -30,7 +30,12 @@ echo "== 1/2 Preparing the GLUE tasks in $GLUE -> $RUN/glue-bin"
 
 echo "== 2/2 Fine-tuning $CHECKPOINT on each task ($MAX_UPDATE updates, seeds $SEEDS; logs and"
 echo "       predictions in $RUN/glue)"
+CAPS=()  # the schedule of each run ends at its cap (--max-updates)
+for task_dir in "$RUN"/glue-bin/*/; do CAPS+=("$(basename "$task_dir")=$MAX_UPDATE"); done
 # shellcheck disable=SC2086
-.venv/bin/python scripts/run_glue.py --checkpoints "TACO=$CHECKPOINT" --data "$RUN/glue-bin" \
-  --out "$RUN/glue" --seeds $SEEDS --cpu -- --max-update "$MAX_UPDATE" --num-workers 0 \
-  2> "$RUN/glue.log"
+if ! .venv/bin/python scripts/run_glue.py --checkpoints "TACO=$CHECKPOINT" --data "$RUN/glue-bin" \
+    --out "$RUN/glue" --seeds $SEEDS --cpu --max-updates "${CAPS[@]}" -- --num-workers 0 \
+    2> "$RUN/glue.log"; then
+  tail -n 5 "$RUN/glue.log" >&2
+  exit 1
+fi

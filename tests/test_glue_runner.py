@@ -2,6 +2,7 @@
 for a few updates; saved predictions align with the TSV files and give the reported metrics;
 finished runs are skipped; test-set predictions; bad checkpoints are errors."""
 
+import dataclasses
 import json
 import math
 import re
@@ -244,8 +245,25 @@ def test_without_the_pretraining_data_only_the_size_is_checked(glue_databin, tra
     info = inspect_checkpoint(checkpoint)
     assert (info.arch, info.max_positions, info.embedding_rows, info.num_updates) == (
         "roberta_tiny", 64, 2001, 20)
-    check_compatible(checkpoint, info, glue_databin / "RTE", pretraining_data=tmp_path)
+    moved = dataclasses.replace(info, data=tmp_path / "gone")  # the recorded data-bin is gone
+    check_compatible(checkpoint, moved, glue_databin / "RTE", pretraining_data=None)
     assert "only the dictionary size matched" in caplog.text
+
+
+def test_a_given_pretraining_data_must_be_the_checkpoints(tiny_databin, glue_databin,
+                                                         trained_checkpoint, tmp_path):
+    checkpoint = trained_checkpoint / "checkpoint_last.pt"
+    info = inspect_checkpoint(checkpoint)
+    check_compatible(checkpoint, info, glue_databin / "RTE", pretraining_data=tiny_databin)
+    with pytest.raises(FileNotFoundError, match=rf"--pretraining-data {re.escape(str(tmp_path))}: "
+                       "no dict.txt there"):
+        check_compatible(checkpoint, info, glue_databin / "RTE", pretraining_data=tmp_path)
+    lines = (tiny_databin / "dict.txt").read_text().splitlines(keepends=True)
+    (tmp_path / "dict.txt").write_text("".join(lines[:10] + [lines[11], lines[10]] + lines[12:]))
+    with pytest.raises(ValueError, match=r"another dictionary \(2001 symbols\) than "
+                       r"--pretraining-data's .*dict.txt \(2001 symbols\).*Give the data-bin it "
+                       "was pre-trained on, or leave --pretraining-data out"):
+        check_compatible(checkpoint, info, glue_databin / "RTE", pretraining_data=tmp_path)
 
 
 def test_checkpoint_names():
@@ -367,7 +385,8 @@ def test_the_recipes_select_on_the_papers_metric_except_pearson_for_sts_b():
 
 def test_an_update_cap_shortens_the_schedule_with_the_run():
     """``max_updates`` (--max-updates SST-2=N): fairseq stops at the cap and the learning rate
-    decays to 0 there, not at the 4 epochs the cap cuts short; warm-up is at most the run."""
+    decays to 0 there, not at the 4 epochs the cap cuts short; a run no longer than the warm-up
+    warms up over a tenth of it, so that its learning rate decays too."""
     sst2, rows = GLUE_TASKS["SST-2"], 67349
     full = parsed_args(sst2, train_rows=rows)
     capped = parsed_args(sst2, train_rows=rows, max_updates=500)
@@ -377,7 +396,10 @@ def test_an_update_cap_shortens_the_schedule_with_the_run():
     small = parsed_args(GLUE_TASKS["RTE"], train_rows=2490, max_updates=10**6)
     assert int(small.total_num_update) == small.max_update == 4 * math.ceil(2490 / 32)
     tiny = parsed_args(GLUE_TASKS["RTE"], train_rows=40, hyper=Hyperparameters(16, 1e-3, 1))
-    assert int(tiny.total_num_update) == tiny.warmup_updates == 3
+    assert int(tiny.total_num_update) == 3 and tiny.warmup_updates == 1
+    for cap, warmup in ((10, 1), (100, 10), (101, 100)):
+        short = parsed_args(sst2, train_rows=rows, max_updates=cap)
+        assert (int(short.total_num_update), short.warmup_updates) == (cap, warmup)
 
 
 def test_a_recipe_runs_with_fairseq_hydra_train(glue_databin, trained_checkpoint, tmp_path):

@@ -51,7 +51,7 @@ from taco_fairseq.comparison.study import (
     set_threads,
     study_checkpoints,
 )
-from taco_fairseq.glue.options import parse_update_caps, split_fairseq_args
+from taco_fairseq.glue.options import parse_update_caps, positive, split_fairseq_args
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
 from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
@@ -74,15 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--pretrain-seeds", nargs="+", type=int, default=[1], metavar="S",
                        help="one pre-training run per objective and seed (default: 1)")
     group.add_argument("--arch", required=True, help="e.g. roberta_tiny, roberta_small")
-    group.add_argument("--max-update", type=int, required=True,
+    group.add_argument("--max-update", type=positive(int), required=True,
                        help="updates of each run; the learning rate decays to 0 there")
-    group.add_argument("--checkpoint-updates", nargs="+", type=int, required=True, metavar="N",
-                       help="update counts whose checkpoints are fine-tuned")
-    group.add_argument("--tokens-per-sample", type=int, default=128, help="default: 128")
-    group.add_argument("--batch-size", type=int, default=32,
+    group.add_argument("--checkpoint-updates", nargs="+", type=positive(int), required=True,
+                       metavar="N", help="update counts whose checkpoints are fine-tuned")
+    group.add_argument("--tokens-per-sample", type=positive(int), default=128, help="default: 128")
+    group.add_argument("--batch-size", type=positive(int), default=32,
                        help="sequences per update and worker (default: 32)")
-    group.add_argument("--update-freq", type=int, default=1, help="default: 1")
-    group.add_argument("--lr", type=float, default=5e-4, help="peak learning rate "
+    group.add_argument("--update-freq", type=positive(int), default=1, help="default: 1")
+    group.add_argument("--lr", type=positive(float), default=5e-4, help="peak learning rate "
                        "(default: 5e-4)")
     group.add_argument("--warmup-updates", type=int,
                        help="default: a tenth of --max-update, at most 10,000")
@@ -93,28 +93,29 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fine-tuned at the last checkpoint only")
     group.add_argument("--seeds", nargs="+", type=int, required=True, metavar="S",
                        help="fine-tuning seeds")
-    group.add_argument("--finetune-lr", nargs="+", type=float, default=[small.lr], metavar="LR",
-                       help="several: searched at the last checkpoint of the first "
+    group.add_argument("--finetune-lr", nargs="+", type=positive(float), default=[small.lr],
+                       metavar="LR", help="several: searched at the last checkpoint of the first "
                        "--pretrain-seeds, the same for every objective (default: %(default)s)")
-    group.add_argument("--finetune-epochs", nargs="+", type=int, default=[small.epochs],
+    group.add_argument("--finetune-epochs", nargs="+", type=positive(int), default=[small.epochs],
                        metavar="E", help="as --finetune-lr (default: %(default)s)")
     group.add_argument("--finetune-search-from", type=Path, metavar="SEARCH_JSON",
                        help="no search: each task's point as chosen by an earlier study's "
                        "OUT/search.json (its points must be among --finetune-lr x "
                        "--finetune-epochs)")
-    group.add_argument("--finetune-batch-size", type=int, default=small.batch_size,
+    group.add_argument("--finetune-batch-size", type=positive(int), default=small.batch_size,
                        help="default: %(default)s")
     group.add_argument("--finetune-max-updates", nargs="+", default=[], metavar="TASK=N",
                        help="cap a task's fine-tuning updates, e.g. SST-2=2000")
     group.add_argument("--finetune-options", default="",
                        help="further fairseq-train options of every fine-tuning, one string "
-                       "(e.g. '--bf16')")
+                       "(e.g. '--fp16')")
     group = parser.add_argument_group("contextual score")
     group.add_argument("--heldout-text", nargs="+", type=Path, default=[], metavar="FILE",
                        help="raw text not seen in pre-training (default: not measured)")
-    group.add_argument("--heldout-sentences", type=int, default=2000, help="default: 2000")
-    group.add_argument("--heldout-max-lines", type=int, help="lines read per file")
-    parser.add_argument("--jobs", type=int, default=1,
+    group.add_argument("--heldout-sentences", type=positive(int), default=2000,
+                       help="default: 2000")
+    group.add_argument("--heldout-max-lines", type=positive(int), help="lines read per file")
+    parser.add_argument("--jobs", type=positive(int), default=1,
                         help="runs side by side; on the CPU each gets cores/jobs threads")
     parser.add_argument("--cpu", action="store_true", help="train and evaluate on the CPU")
     parser.add_argument("--report-only", action="store_true",

@@ -24,6 +24,7 @@ import sys
 
 from taco_fairseq.glue.options import (
     add_runner_options,
+    positive,
     runner_options,
     selected_tasks,
     split_fairseq_args,
@@ -43,12 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "<directory>-<file stem>)")
     add_runner_options(parser)
     hyper = parser.add_argument_group("grid points (default: the --recipe's single point)")
-    hyper.add_argument("--batch-sizes", nargs="+", type=int, metavar="B")
-    hyper.add_argument("--lrs", nargs="+", type=float, metavar="LR")
-    hyper.add_argument("--epochs", nargs="+", type=int, metavar="E")
+    hyper.add_argument("--batch-sizes", nargs="+", type=positive(int), metavar="B")
+    hyper.add_argument("--lrs", nargs="+", type=positive(float), metavar="LR")
+    hyper.add_argument("--epochs", nargs="+", type=positive(int), metavar="E")
     hyper.add_argument("--grid", action="store_true",
                        help="the paper's 32-point grid (instead of the three options above)")
-    hyper.add_argument("--sample-grid", type=int, metavar="N",
+    hyper.add_argument("--sample-grid", type=positive(int), metavar="N",
                        help="N random points of the grid (the paper's base models: 6)")
     hyper.add_argument("--grid-seed", type=int, default=1, help="seed of --sample-grid")
     parser.add_argument("--pooled", action="store_true",

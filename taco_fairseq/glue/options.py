@@ -3,11 +3,25 @@
 
 import argparse
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from .recipes import SIZES, default_point
 from .runner import RunnerOptions
 from .tasks import TASKS, GlueTask, get_tasks
+
+
+def positive(kind: type) -> Callable[[str], object]:
+    """An argparse ``type``: a ``kind`` (``int`` or ``float``) value above 0; argparse reports
+    others as "argument --OPTION: must be > 0, got VALUE"."""
+
+    def parse(text: str):
+        value = kind(text)
+        if not value > 0:  # also NaN
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse's "invalid int value" for what kind() rejects
+    return parse
 
 
 def split_fairseq_args(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
@@ -45,7 +59,7 @@ def add_runner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-updates", nargs="+", default=[], metavar="TASK=N",
                         help="cap a task's updates, its learning-rate schedule ending there "
                         "(e.g. SST-2=1000 on a CPU)")
-    parser.add_argument("--jobs", type=int, default=1,
+    parser.add_argument("--jobs", type=positive(int), default=1,
                         help="runs side by side (default: 1)")
 
 

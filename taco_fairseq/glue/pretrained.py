@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..checkpoints import DICTIONARY_KEY, load_lazily, recorded_data_dir, saved_option
-from ..errors import OptionError
+from ..checkpoints import (DICTIONARY_KEY, check_dictionary, load_lazily, recorded_data_dir,
+                           saved_option)
+from ..errors import InputNotFoundError, OptionError
 from ..prep.pretraining import DICT_FILE, MODEL_FILE
 from ..prep.glue_data import INFO_FILE, read_prep_info
 from ..pretrained import check_training_data, load_task_dictionary
@@ -112,16 +113,26 @@ def check_compatible(
     The shared check of every loader (:func:`check_glue_data`) compares ``input0/dict.txt``
     and the SentencePiece model that ``prep_info.json`` records (by its SHA-256) with the
     fingerprints the checkpoint records. A checkpoint without a dictionary fingerprint (e.g.
-    pre-trained by fairseq without the plugin) is checked by size, and its dictionary's symbols against the
-    pre-training data-bin's (``pretraining_data``, else the one recorded in the checkpoint) when
-    that exists here (a warning says when it does not).
+    pre-trained by fairseq without the plugin) is checked by size, and its dictionary's symbols
+    against the pre-training data-bin's (``pretraining_data``, else the one recorded in the
+    checkpoint) when that exists here (a warning says when it does not). A given
+    ``pretraining_data`` must hold the checkpoint's ``dict.txt`` in any case.
 
     Raises:
+        InputNotFoundError: ``pretraining_data`` has no ``dict.txt``.
         ValueError: sizes, symbols or SentencePiece models differ; the message names both
             files and the fix.
     """
     state = load_lazily(checkpoint)
     dictionary = check_glue_data(checkpoint, state, task_dir)
+    if pretraining_data is not None:
+        given = Path(pretraining_data) / DICT_FILE
+        if not given.is_file():
+            raise InputNotFoundError(f"--pretraining-data {pretraining_data}: no {DICT_FILE} "
+                                     f"there; give the data-bin {checkpoint} was pre-trained on")
+        check_dictionary(checkpoint, state, load_task_dictionary(given),
+                         f"--pretraining-data's {given}", fix="Give the data-bin it was "
+                         "pre-trained on, or leave --pretraining-data out.")
     if DICTIONARY_KEY in (state.get("task_state") or {}):
         return
     data = Path(pretraining_data) if pretraining_data else info.data

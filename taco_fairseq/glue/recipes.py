@@ -163,7 +163,8 @@ def finetune_args(
         user_dir: the ``taco_fairseq`` package directory (``--user-dir``).
         extra: further fairseq options, appended last (e.g. ``--fp16``).
         max_updates: a cap on the run's updates (e.g. for SST-2 on a CPU); the learning-rate
-            schedule then decays to 0 at the cap.
+            schedule then decays to 0 at the cap. A run no longer than the recipe's warm-up
+            (capped or not) warms up over a tenth of its updates (at least 1) instead.
         size: the recipe, ``small`` or ``base`` (:data:`SIZES`).
 
     Raises:
@@ -174,6 +175,9 @@ def finetune_args(
     if max_updates is not None:
         total = min(total, max_updates)
         recipe["optimization"]["max_update"] = total
+    warmup = recipe["lr_scheduler"]["warmup_updates"]
+    if warmup >= total:  # the learning rate would never decay: warm up over a tenth of the run
+        warmup = max(1, total // 10)
     run = {
         "common": {"user_dir": str(user_dir), "seed": seed},
         "task": {"data": str(data_dir), "max_positions": max_positions},
@@ -181,8 +185,7 @@ def finetune_args(
         "model": {"_name": arch},
         "dataset": {"batch_size": hyper.batch_size},
         "optimization": {"lr": [hyper.lr], "max_epoch": hyper.epochs},
-        "lr_scheduler": {"total_num_update": total,
-                         "warmup_updates": min(recipe["lr_scheduler"]["warmup_updates"], total)},
+        "lr_scheduler": {"total_num_update": total, "warmup_updates": warmup},
     }
     merged = OmegaConf.to_container(OmegaConf.merge(recipe, run), resolve=True)
     return command_line(merged) + list(extra)

@@ -268,8 +268,11 @@ def check_checkpoint_fits(path: str, model: torch.nn.Module, dictionary) -> dict
     weights = _canonical_weights(state["model"])
     expected = _canonical_weights(model.state_dict())
     positions = "sentence_encoder.embed_positions.weight"
-    if positions in weights and positions in expected and (
-            len(weights[positions]) != len(expected[positions])):
+    missing = sorted(expected.keys() - weights.keys())
+    mismatched = sorted(
+        f"{name}: {tuple(weights[name].shape)} in the checkpoint, {tuple(t.shape)} here"
+        for name, t in expected.items() if name in weights and weights[name].shape != t.shape)
+    if mismatched and not missing and all(m.startswith(positions) for m in mismatched):
         saved = saved_option(state, "model", "max_positions")
         raise OptionError(
             f"checkpoint {path} was pre-trained with --max-positions {saved} "
@@ -277,10 +280,6 @@ def check_checkpoint_fits(path: str, model: torch.nn.Module, dictionary) -> dict
             f"--max-positions {model.max_positions()}. Use --max-positions {saved} (hydra: "
             f"task.max_positions and model.max_positions); sentence_prediction cuts longer "
             "inputs with --shorten-method truncate.")
-    missing = sorted(expected.keys() - weights.keys())
-    mismatched = sorted(
-        f"{name}: {tuple(weights[name].shape)} in the checkpoint, {tuple(t.shape)} here"
-        for name, t in expected.items() if name in weights and weights[name].shape != t.shape)
     if missing or mismatched:
         arch = (saved_option(state, "model", "arch") or saved_option(state, "model", "_name")
                 or "unknown")
@@ -326,9 +325,13 @@ def warn_once(message: str) -> None:
 
 
 def trained_on(checkpoint, state: dict, file: str = "dict.txt") -> str:
-    """`` It was trained on DATA/file.`` when the checkpoint records its data, else ``""``."""
+    """`` It was trained on DATA/file.`` when the checkpoint records its data and ``file`` is
+    there, `` It was trained on DATA (no file there).`` when not, ``""`` without data."""
     data = recorded_data_dir(checkpoint, state)
-    return f" It was trained on {os.path.join(data, file)}." if data else ""
+    if not data:
+        return ""
+    path = os.path.join(data, file)
+    return f" It was trained on {path if os.path.isfile(path) else f'{data} (no {file} there)'}."
 
 
 def _canonical_weights(state_dict) -> Dict[str, torch.Tensor]:

@@ -265,6 +265,11 @@ def test_checkpoint_of_another_architecture(trained_checkpoint, tiny_databin):
                                          r"checkpoint's --arch"):
         fairseq_setup(tiny_databin, "--arch", "roberta_mini", "--restore-file",
                       str(trained_checkpoint / "checkpoint_last.pt"))
+    # other positions too: the architecture is named at once, not after --max-positions is fixed
+    with pytest.raises(ValueError, match=r"--arch roberta_tiny\) does not fit .*Train with the "
+                                         r"checkpoint's --arch"):
+        fairseq_setup(tiny_databin, "--arch", "roberta_mini", "--tokens-per-sample", "32",
+                      "--restore-file", str(trained_checkpoint / "checkpoint_last.pt"))
 
 
 # --- corpus: empty, blank, non-UTF-8, a very long line ----------------------------------------

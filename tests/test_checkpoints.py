@@ -128,3 +128,18 @@ def test_a_relative_data_path_is_found_beside_a_parent_of_the_checkpoint(tmp_pat
     state = {"cfg": {"task": {"data": "data-bin/x"}}}
     assert recorded_data_dir(checkpoint, state) == str(tmp_path / "data-bin" / "x")
     assert recorded_data_dir(checkpoint, {"cfg": {"task": {"data": "nowhere"}}}) == "nowhere"
+
+
+def test_the_data_a_checkpoint_was_trained_on_is_named_only_where_the_file_is(tmp_path):
+    """A GLUE fine-tuning records its task directory, which holds no SentencePiece model: the
+    hint says so instead of naming a file that does not exist."""
+    from taco_fairseq.checkpoints import trained_on
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "dict.txt").write_text("a 1\n")
+    state = {"cfg": {"task": {"data": str(tmp_path / "data")}}}
+    checkpoint = tmp_path / "checkpoint_best.pt"
+    assert trained_on(checkpoint, state) == f" It was trained on {tmp_path / 'data' / 'dict.txt'}."
+    assert trained_on(checkpoint, state, "sentencepiece.bpe.model") == (
+        f" It was trained on {tmp_path / 'data'} (no sentencepiece.bpe.model there).")
+    assert trained_on(checkpoint, {"cfg": {"task": {}}}) == ""

@@ -4,11 +4,13 @@
 # over updates.
 #
 #   bash scripts/quickstart.sh                 # Wikipedia + two Gutenberg books from ../shared
-#   bash scripts/quickstart.sh my_text.txt ... # your own text files (plain, .xz or .gz)
+#   VALID_DOCS=1 bash scripts/quickstart.sh my_text.txt ... # your own text files (plain, .xz
+#                                              # or .gz; a plain file is one document)
 #
 # Environment: RUN (output directory, default runs/quickstart), UPDATES (default 400),
 # MAX_LINES (lines read per input file, default 20000), VOCAB_SIZE (SentencePiece pieces,
-# default 8000; less text needs fewer). Started again, it continues an
+# default 8000; less text needs fewer), VALID_DOCS (the last documents held out for
+# validation, default 10). Started again, it continues an
 # interrupted run (from its checkpoint_last.pt, with the data prepared before) and leaves a
 # finished one alone.
 set -euo pipefail
@@ -17,6 +19,7 @@ RUN=${RUN:-runs/quickstart}
 UPDATES=${UPDATES:-400}
 MAX_LINES=${MAX_LINES:-20000}
 VOCAB_SIZE=${VOCAB_SIZE:-8000}
+VALID_DOCS=${VALID_DOCS:-10}
 # a metrics line every 25 updates, or every update of a shorter run
 LOG_INTERVAL=$(( UPDATES < 25 ? 1 : 25 ))
 CORPUS=../shared/data/corpus
@@ -39,7 +42,7 @@ else
     echo "== 1/3 Using the data prepared before in $RUN/data-bin"
   else
     echo "== 1/3 Preparing ${TEXT[*]} -> $RUN/data-bin"
-    .venv/bin/python scripts/prepare_pretraining_data.py --train "${TEXT[@]}" --valid-docs 10 \
+    .venv/bin/python scripts/prepare_pretraining_data.py --train "${TEXT[@]}" --valid-docs "$VALID_DOCS" \
       --max-lines "$MAX_LINES" --vocab-size "$VOCAB_SIZE" --workers 2 --destdir "$RUN/data-bin" --force
   fi
 

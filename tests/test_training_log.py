@@ -34,6 +34,14 @@ def test_table_has_a_row_per_record_and_dashes_for_missing_values():
     assert len(lines) == 3
 
 
+def test_updates_logged_again_by_a_resumed_run_are_one_row_with_the_later_record():
+    resumed = LOG + LOG.splitlines()[2].replace('"10.7"', '"10.6"') + "\n" + LOG.splitlines()[
+        2].replace('"10.7"', '"10.5"').replace('"10"}', '"15"}')
+    lines = format_table(parse_json_log(resumed.splitlines()), ["mlm_loss"]).splitlines()
+    assert [line.split() for line in lines[1:]] == [["5", "10.99"], ["10", "10.6"],
+                                                    ["15", "10.5"]]
+
+
 def test_the_command_names_metrics_the_log_does_not_have(tmp_path, capsys):
     from taco_fairseq.cli.training_log import main
 

@@ -46,13 +46,18 @@ def format_table(records: Sequence[Dict], columns: Sequence[str], kind: str = "t
     """A plain-text table of ``columns`` (``num_updates`` first) for the records of ``kind``.
 
     The update count is ``num_updates`` of ``train_inner`` records and ``valid_num_updates`` /
-    ``train_num_updates`` of ``valid`` / ``train`` records (fairseq prefixes them). Missing
-    values print as ``-``.
+    ``train_num_updates`` of ``valid`` / ``train`` records (fairseq prefixes them). An update
+    count logged twice (a resumed run appending to the log of the run it continues logs the
+    updates after its checkpoint again) is one row, with the later record. Missing values print
+    as ``-``.
     """
-    rows = [r for r in records if r["kind"] == kind]
+    rows = {}
+    for record in (r for r in records if r["kind"] == kind):
+        updates = record.get(f"{kind}_num_updates", record.get("num_updates"))
+        rows[id(record) if updates is None else updates] = record
     header = ["num_updates", *columns]
     body = [[_cell(r.get(f"{kind}_num_updates", r.get("num_updates")))]
-            + [_cell(r.get(c)) for c in columns] for r in rows]
+            + [_cell(r.get(c)) for c in columns] for r in rows.values()]
     widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h)
               for i, h in enumerate(header)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]

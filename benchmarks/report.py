@@ -322,4 +322,4 @@ def _targets_table(result, targets: Targets) -> List[str]:
         add(f"TC time grows linearly over {over} (slope ≤ {targets.growth_exponent})",
             exponent, None if exponent is None else exponent <= targets.growth_exponent,
             "{:.2f}")
-    return ["**Targets** (issue 4)", "", *_table(["target", "measured", "met"], rows)]
+    return ["**Targets**", "", *_table(["target", "measured", "met"], rows)]

@@ -126,7 +126,8 @@ def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: st
         lines += [f"| {t} | {v['chosen']} | "
                   + ", ".join(f"{p}: {s:.2f}" for p, s in v["mean_dev_score"].items()) + " |"
                   for t, v in search.items()]
-    lines += ["", "## Dev scores (mean ± std over seeds; points; MCC for CoLA)", ""]
+    lines += ["", "## Dev scores (mean ± std over seeds, the mean alone for one seed; points; "
+              "MCC for CoLA)", ""]
     tasks = table.curve_tasks()
     lines += [f"| objective | updates | {' | '.join(table.tasks)} | average ({', '.join(tasks)}) |",
               "|---|---|" + "---|" * (len(table.tasks) + 1)]
@@ -135,7 +136,8 @@ def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: st
             cells = []
             for t in table.tasks:
                 c = table.cell(o, u, t)
-                cells.append("" if c is None else f"{c.mean():.2f} ± {_std(c):.2f}")
+                cells.append("" if c is None else f"{c.mean():.2f}" if c.size == 1
+                             else f"{c.mean():.2f} ± {c.std(ddof=1):.2f}")
             avg = f"{table.average(o, u, tasks):.2f}" if tasks else ""
             lines.append(f"| {o} | {u} | {' | '.join(cells)} | {avg} |")
     for o in [o for o in table.objectives if o != baseline]:
@@ -213,10 +215,6 @@ def _save(fig, path: Path) -> Path:
 
     plt.close(fig)
     return path
-
-
-def _std(cell: np.ndarray) -> float:
-    return float(cell.std(ddof=1)) if cell.size > 1 else 0.0
 
 
 def _finite(value) -> bool:

@@ -189,6 +189,9 @@ def test_a_dictionary_that_differs_from_the_checkpoints_is_an_error(
             rf"encoded {re.escape(str(data / 'RTE'))}\)")):
         check(trained_checkpoint, data, tmp_path)
     assert not (tmp_path / "runs").exists()  # nothing started
+    result = run_script("run_glue.py", "--checkpoints", trained_checkpoint / "checkpoint_last.pt",
+                        "--data", data, "--out", tmp_path / "runs", "--tasks", "RTE", "--dry-run")
+    assert result.returncode == 1 and "another SentencePiece model" in result.stderr
 
 
 def test_finetuned_checkpoints_record_and_check_the_fingerprints(

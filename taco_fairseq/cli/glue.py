@@ -29,9 +29,9 @@ from taco_fairseq.glue.options import (
     selected_tasks,
     split_fairseq_args,
 )
-from taco_fairseq.glue.pretrained import PretrainedCheckpoint, inspect_checkpoint
+from taco_fairseq.glue.pretrained import PretrainedCheckpoint
 from taco_fairseq.glue.recipes import Hyperparameters, default_point, grid
-from taco_fairseq.glue.runner import fairseq_train_args, plan_runs, run_all
+from taco_fairseq.glue.runner import check_checkpoints, fairseq_train_args, plan_runs, run_all
 from taco_fairseq.glue.summary import write_summary
 
 
@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="summarize all grid points of a task together (mean over sampled "
                         "combinations) instead of reporting the best grid point")
     parser.add_argument("--dry-run", action="store_true",
-                        help="print the fairseq-train command of each run and exit")
+                        help="check the checkpoints and data as a real run does, print the "
+                        "fairseq-train command of each run and exit")
     return parser
 
 
@@ -83,9 +84,10 @@ def main(argv=None) -> None:
         checkpoints = [PretrainedCheckpoint.parse(spec) for spec in args.checkpoints]
         runs = plan_runs(checkpoints, selected_tasks(args), args.seeds, grid_points(args))
         options = runner_options(args, fairseq_args)
-        if args.dry_run:
+        if args.dry_run:  # with the checks of a real run
+            infos = check_checkpoints(runs, options)
             for run in runs:
-                command = fairseq_train_args(run, inspect_checkpoint(run.checkpoint.path), options)
+                command = fairseq_train_args(run, infos[run.checkpoint.path], options)
                 print(shlex.join(["fairseq-train", *command]))
             return
         results = run_all(runs, options, args.jobs)

@@ -134,12 +134,7 @@ def run_all(runs: Sequence[FinetuneRun], options: RunnerOptions, jobs: int = 1) 
             updates.
         RuntimeError: ``fairseq-train`` failed (the message ends with its log).
     """
-    infos: Dict[Path, CheckpointInfo] = {}
-    for path, task in dict.fromkeys((run.checkpoint.path, run.task.name) for run in runs):
-        if path not in infos:
-            infos[path] = inspect_checkpoint(path)
-        check_compatible(path, infos[path], _task_dir(options, get_task(task)),
-                         options.pretraining_data)
+    infos = check_checkpoints(runs, options)
     with tqdm(total=len(runs), desc="GLUE fine-tuning", unit="run") as progress:
         def one(run: FinetuneRun) -> dict:
             result = finetune(run, infos[run.checkpoint.path], options)
@@ -154,6 +149,23 @@ def run_all(runs: Sequence[FinetuneRun], options: RunnerOptions, jobs: int = 1) 
             return [one(run) for run in runs]
         with ThreadPoolExecutor(jobs) as pool:
             return list(pool.map(one, runs))
+
+
+def check_checkpoints(runs: Sequence[FinetuneRun], options: RunnerOptions
+                      ) -> Dict[Path, CheckpointInfo]:
+    """Every checkpoint of ``runs`` inspected and checked against the data of each of its
+    tasks (:func:`.pretrained.check_compatible`): ``{checkpoint path: its info}``.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`run_all`, before any run starts.
+    """
+    infos: Dict[Path, CheckpointInfo] = {}
+    for path, task in dict.fromkeys((run.checkpoint.path, run.task.name) for run in runs):
+        if path not in infos:
+            infos[path] = inspect_checkpoint(path)
+        check_compatible(path, infos[path], _task_dir(options, get_task(task)),
+                         options.pretraining_data)
+    return infos
 
 
 def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> dict:

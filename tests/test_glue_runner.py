@@ -19,6 +19,7 @@ from conftest import USER_DIR, run_fairseq, run_script
 from taco_fairseq.analysis.training_log import parse_json_log
 from taco_fairseq.checkpoints import DICTIONARY_KEY, SENTENCEPIECE_KEY
 from taco_fairseq.prep.glue_data import GluePrepOptions, prepare_glue
+from taco_fairseq.glue.options import parse_update_caps
 from taco_fairseq.glue.predict import FinetunedModel, read_predictions
 from taco_fairseq.glue.pretrained import (
     PretrainedCheckpoint,
@@ -301,6 +302,8 @@ def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(glue_databin, trained
     assert result.returncode == 1
     assert result.stderr.strip() == ("error: --max-updates caps SST-2, which is not fine-tuned "
                                       "(not in --tasks: RTE)")
+    with pytest.raises(ValueError, match=r"--max-updates caps RTE twice \(RTE=10, rte=20\)"):
+        parse_update_caps(["RTE=10", "rte=20"], get_tasks(["RTE"]))
     assert not (tmp_path / "runs").exists()
 
 

@@ -81,15 +81,18 @@ def parse_update_caps(specs: Sequence[str], tasks: Sequence[GlueTask],
     """``TASK=N`` entries → {GLUE task name: N}, for tasks among the fine-tuned ``tasks``.
 
     Raises:
-        ValueError: an entry is not ``TASK=N`` with N >= 1, names no GLUE task, or names a task
-            not in ``tasks`` (the message names ``option`` and ``tasks_option``).
+        ValueError: an entry is not ``TASK=N`` with N >= 1, names no GLUE task, a task twice or a
+            task not in ``tasks`` (the message names ``option`` and ``tasks_option``).
     """
     caps = {}
     for spec in specs:
         task, sep, value = spec.partition("=")
         if not sep or not value.isdigit() or int(value) < 1:
             raise ValueError(f"{option}: expected TASK=N with N >= 1, got {spec!r}")
-        caps[get_tasks([task])[0].name] = int(value)
+        name = get_tasks([task])[0].name
+        if name in caps:
+            raise ValueError(f"{option} caps {name} twice ({name}={caps[name]}, {spec})")
+        caps[name] = int(value)
     idle = sorted(set(caps) - {t.name for t in tasks})
     if idle:
         raise ValueError(f"{option} caps {', '.join(idle)}, which is not fine-tuned (not in "

@@ -126,7 +126,8 @@ def test_changed_settings_in_a_finished_run_directory_are_an_error(tmp_path, tra
     (run_dir / "metrics.json").write_text(json.dumps({"settings": {"seed": 7}}))
     runs = plan_runs([PretrainedCheckpoint("tiny", trained_checkpoint / "checkpoint_last.pt")],
                      get_tasks(["RTE"]), [1], [Hyperparameters(16, 1e-3, 1)])
-    with pytest.raises(ValueError, match="holds a finished run with other settings"):
+    with pytest.raises(ValueError, match=r"holds a finished run with other settings \(batch_size: "
+                       r"None then, 16 now; .*; seed: 7 then, 1 now; task: None then, 'RTE' now\)"):
         run_all(runs, RunnerOptions(data_dir=glue_databin, out_dir=tmp_path))
 
 

@@ -178,10 +178,12 @@ def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> 
     if done.is_file():
         result = json.loads(done.read_text(encoding="utf-8"))
         if result["settings"] != settings:
-            raise ValueError(
-                f"{run_dir} holds a finished run with other settings ({result['settings']}, now "
-                f"{settings}); use another output directory or remove it"
-            )
+            before = result["settings"]
+            changes = "; ".join(f"{key}: {before.get(key)!r} then, {settings.get(key)!r} now"
+                                for key in sorted(before.keys() | settings.keys())
+                                if before.get(key) != settings.get(key))
+            raise ValueError(f"{run_dir} holds a finished run with other settings ({changes}); "
+                             "use another output directory or remove it")
         if result["pretraining_updates"] != info.num_updates:  # e.g. a checkpoint_last.pt
             raise ValueError(
                 f"{run_dir} holds a finished run of {run.checkpoint.path} when it had "

@@ -42,8 +42,8 @@ else
     echo "== 1/3 Using the data prepared before in $RUN/data-bin"
   else
     echo "== 1/3 Preparing ${TEXT[*]} -> $RUN/data-bin"
-    .venv/bin/python scripts/prepare_pretraining_data.py --train "${TEXT[@]}" --valid-docs "$VALID_DOCS" \
-      --max-lines "$MAX_LINES" --vocab-size "$VOCAB_SIZE" --workers 2 --destdir "$RUN/data-bin" --force
+    .venv/bin/python scripts/prepare_pretraining_data.py --train "${TEXT[@]}" \
+      --valid-docs "$VALID_DOCS" --max-lines "$MAX_LINES" --vocab-size "$VOCAB_SIZE" --workers 2 --destdir "$RUN/data-bin" --force
   fi
 
   echo "== 2/3 Pre-training roberta_mini with TACO for $UPDATES updates (log: $RUN/train.log)"

@@ -125,15 +125,15 @@ def check_compatible(
     """
     state = load_lazily(checkpoint)
     dictionary = check_glue_data(checkpoint, state, task_dir)
-    if pretraining_data is not None:
-        given = Path(pretraining_data) / DICT_FILE
-        if not given.is_file():
-            raise InputNotFoundError(f"--pretraining-data {pretraining_data}: no {DICT_FILE} "
-                                     f"there; give the data-bin {checkpoint} was pre-trained on")
-        check_dictionary(checkpoint, state, load_task_dictionary(given),
-                         f"--pretraining-data's {given}", fix="Give the data-bin it was "
-                         "pre-trained on, or leave --pretraining-data out.")
+    given = None if pretraining_data is None else Path(pretraining_data) / DICT_FILE
+    if given is not None and not given.is_file():
+        raise InputNotFoundError(f"--pretraining-data {pretraining_data}: no {DICT_FILE} "
+                                 f"there; give the data-bin {checkpoint} was pre-trained on")
     if DICTIONARY_KEY in (state.get("task_state") or {}):
+        if given is not None:  # without a fingerprint, the symbols are compared below
+            check_dictionary(checkpoint, state, load_task_dictionary(given),
+                             f"--pretraining-data's {given}", fix="Give the data-bin it was "
+                             "pre-trained on, or leave --pretraining-data out.")
         return
     data = Path(pretraining_data) if pretraining_data else info.data
     if data is None or not (data / DICT_FILE).is_file():

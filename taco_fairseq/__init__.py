@@ -1,11 +1,7 @@
-"""taco-fairseq: TACO pre-training for fairseq.
+"""taco-fairseq: TACO pre-training for fairseq. Importing it (or ``--user-dir taco_fairseq``)
+registers the task, criteria and architectures, allow-lists fairseq checkpoints for weights-only
+loading, applies :mod:`.fairseq_patches` and :mod:`.errors`; it imports none of the tools."""
 
-Importing the package (or ``--user-dir taco_fairseq``) registers the ``taco_masked_lm`` task,
-the ``taco``, ``mlm`` and ``sentence_prediction_summable`` criteria and the
-``roberta_{tiny,mini,small,medium}`` architectures, allow-lists fairseq checkpoints for
-``torch.load(weights_only=True)``, applies :mod:`taco_fairseq.fairseq_patches` and reports
-configuration errors in one line (:mod:`taco_fairseq.errors`); none of the tools.
-"""
 
 import warnings
 

@@ -1,11 +1,6 @@
-"""``batch["taco"]``: the TC positions of one batch, as a typed record.
-
-:class:`TacoBatch` or :class:`CrossWorkerTacoBatch` is written by the dataset's collater
-(:class:`taco_fairseq.data.ContrastiveSamplingDataset`), completed by
-``TacoMaskedLMTask.train_step`` (``update_totals``, ``dummy``) and read by the criterion only,
-which moves it to the GPU (fairseq does not). Positions are int64 flat indices
-``row * seq_len + column`` into the padded batch (:mod:`taco_fairseq.sampling`).
-"""
+"""``batch["taco"]``: the TC positions of one batch (int64 flat indices ``row * seq_len +
+column``), written by the collater, completed by ``train_step`` and read (and moved to the
+GPU) by the criterion only."""
 
 import dataclasses
 from dataclasses import dataclass, field
@@ -34,15 +29,10 @@ class _Positions:
 
 @dataclass
 class TacoBatch(_Positions):
-    """Positions with the negatives drawn within the batch: the fields of
-    :class:`~taco_fairseq.sampling.ContrastivePositions` as tensors, and
+    """:class:`~taco_fairseq.sampling.ContrastivePositions` as tensors, ``skipped`` (no
+    negatives: all tokens lie in one sequence) and ``available_negatives`` (the fewest
+    candidates an anchor draws its negatives from; 0 without anchors)."""
 
-    Attributes:
-        skipped: True when the batch has no negatives (its tokens lie in one sequence), so its
-            TC loss is skipped.
-        available_negatives: the fewest candidates any anchor draws its negatives from (0
-            without anchors).
-    """
 
     negative: Tensor
     skipped: bool

@@ -1,15 +1,6 @@
 """fairseq checkpoints: weights-only loading (:data:`SAFE_GLOBALS`), the one metadata reader
-(:func:`load_lazily`, :func:`saved_option`), and the checks of the checkpoint ``fairseq-train``
-will load.
-
-fairseq starts from scratch when an explicit ``--restore-file`` does not exist, loads a
-checkpoint of another vocabulary of the same size without complaint, fails deep in
-``load_state_dict`` on another architecture, and stops every later run with a bare ``EOFError``
-on a ``checkpoint_last.pt`` cut short by a kill during its (non-atomic) copy.
-:func:`checkpoint_to_load` and :func:`check_checkpoint_fits` turn these into errors naming the
-file, the option and the fix, or into a resume from the newest intact checkpoint, for every
-task, by :func:`restore_config` (:mod:`taco_fairseq.fairseq_patches`).
-"""
+(:func:`load_lazily`), data fingerprints, and the checks of the checkpoint ``fairseq-train``
+loads (:func:`restore_config`; what they catch: docs/reliability.md)."""
 
 import argparse
 import copy
@@ -21,7 +12,8 @@ from typing import Dict, Optional
 
 import numpy as np
 import torch
-from fairseq import utils
+from fairseq import checkpoint_utils, utils
+
 from fairseq.file_io import PathManager
 from omegaconf import open_dict
 
@@ -49,20 +41,16 @@ DEFAULT_RESTORE_FILE = "checkpoint_last.pt"
 #: How to get out of a dictionary or SentencePiece model mismatch (the default).
 DATA_FIX = ("Use the data-bin the checkpoint was trained on, or encode your text with its "
             "sentencepiece.bpe.model and dict.txt.")
-#: ``checkpoint_<epoch>_<updates>.pt`` and ``checkpoint<epoch>.pt`` (before the suffix).
-_NUMBERED = re.compile(r"checkpoint(_\d+_\d+|\d+)$")
 
 logger = logging.getLogger(__name__)
 _warned = set()  # messages of warn_once
 
 
 def load_lazily(path) -> dict:
-    """A checkpoint loaded weights-only on the CPU, its tensors memory-mapped (not read) when
-    it is in torch's zip format.
+    """A checkpoint loaded weights-only on the CPU, tensors memory-mapped when it can be.
 
     Raises:
-        OptionError: the file cannot be read as a fairseq checkpoint (cut short, e.g. by a kill
-            while it was written, or not a checkpoint at all).
+        OptionError: the file is no readable fairseq checkpoint (e.g. cut short by a kill).
     """
     try:
         state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
@@ -104,22 +92,13 @@ def file_sha256(path) -> str:
 
 def check_dictionary(checkpoint, state: dict, dictionary, dict_name: str,
                      fix: str = DATA_FIX) -> None:
-    """Check that ``dictionary`` is the one ``checkpoint`` was trained with: against the
-    fingerprint that pre-training with the plugin loaded records (:data:`DICTIONARY_KEY`),
-    else (fairseq without the plugin, older checkpoints; with a warning) against the rows of
-    the token-embedding matrix. Loaders also check the SentencePiece model
-    (:func:`taco_fairseq.pretrained.check_training_data`).
-
-    Args:
-        checkpoint: the checkpoint's path (for messages).
-        state: the checkpoint (:func:`load_lazily`).
-        dictionary: fairseq ``Dictionary`` as the task holds it (``<mask>`` added).
-        dict_name: what to call the dictionary in messages, e.g. its path.
-        fix: the end of the error message.
+    """Check that ``dictionary`` (fairseq's, ``<mask>`` added; ``dict_name`` in messages) is
+    the one ``checkpoint`` (``state``, :func:`load_lazily`) was trained with: against its
+    recorded fingerprint (:data:`DICTIONARY_KEY`), else, with a warning, against the rows of
+    its token-embedding matrix.
 
     Raises:
-        OptionError: naming the checkpoint, the dictionary, the data the checkpoint was
-            trained on when it records it, and the fix.
+        OptionError: naming the checkpoint, the dictionary, its training data and ``fix``.
     """
     saved = (state.get("task_state") or {}).get(DICTIONARY_KEY)
     if saved is not None:
@@ -139,10 +118,8 @@ def check_dictionary(checkpoint, state: dict, dictionary, dict_name: str,
 
 
 def recorded_data_dir(checkpoint, state: dict) -> Optional[str]:
-    """The data directory a checkpoint was trained on (the first of ``--data``), or None. A
-    relative one is looked for beside the checkpoint, then beside its parent directories (a run
-    started in the repository root records ``data-bin/x`` for ``checkpoints/y/*.pt``), else
-    returned as given."""
+    """The first ``--data`` directory a checkpoint was trained on, or None; a relative one is
+    looked for beside the checkpoint and its parent directories, else returned as given."""
     data = saved_option(state, "task", "data")
     if not data:
         return None
@@ -158,20 +135,14 @@ def recorded_data_dir(checkpoint, state: dict) -> Optional[str]:
 
 
 def checkpoint_to_load(cfg) -> Optional[str]:
-    """The checkpoint ``fairseq-train`` will load (``fairseq.checkpoint_utils.load_checkpoint``),
-    or None when training starts from scratch. For an unreadable ``checkpoint_last.pt``: the
-    intact numbered checkpoint of ``--save-dir`` with the most updates, with a warning. Warns
-    when an explicit ``--restore-file`` is loaded although ``checkpoint_last.pt`` exists.
-
-    Args:
-        cfg: a config with fairseq's ``restore_file``, ``save_dir``, ``continue_once``,
-            ``finetune_from_model`` and ``checkpoint_suffix``.
+    """The checkpoint ``fairseq-train`` will load given fairseq's ``checkpoint`` config
+    ``cfg``, or None for a fresh start; for an unreadable ``checkpoint_last.pt`` the intact
+    numbered checkpoint with the most updates (with a warning).
 
     Raises:
-        InputNotFoundError: ``--restore-file`` (not the default) or ``--continue-once`` names a
-            file that does not exist (fairseq would silently start from scratch).
-        OptionError: ``checkpoint_last.pt`` cannot be read and no intact numbered checkpoint is
-            there to resume from.
+        InputNotFoundError: ``--restore-file`` (not the default) or ``--continue-once`` names no
+            file (fairseq would silently start from scratch).
+        OptionError: ``checkpoint_last.pt`` is unreadable and no intact checkpoint is there.
     """
     last = os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
     if cfg.restore_file != DEFAULT_RESTORE_FILE:
@@ -205,9 +176,8 @@ def checkpoint_to_load(cfg) -> Optional[str]:
 
 
 def record_data_fingerprints(task) -> None:
-    """Put the fingerprints of a masked-LM task's data-bin into its state, which fairseq saves
-    with every checkpoint (``task_state``): its dictionary's (:data:`DICTIONARY_KEY`) and, when
-    the data-bin has one, its SentencePiece model's (:data:`SENTENCEPIECE_KEY`)."""
+    """Put the fingerprints of a masked-LM task's dictionary and SentencePiece model (if any)
+    into its state, which fairseq saves with every checkpoint (``task_state``)."""
     task.state.merge_state_dict({DICTIONARY_KEY: dictionary_fingerprint(task.source_dictionary)})
     model = os.path.join(utils.split_paths(task.cfg.data)[0], SENTENCEPIECE_MODEL)
     if os.path.isfile(model):
@@ -215,17 +185,13 @@ def record_data_fingerprints(task) -> None:
 
 
 def restore_config(cfg, task, model):
-    """The ``checkpoint`` config with which fairseq-train should load its checkpoint: ``cfg``,
-    or a copy whose ``restore_file`` is the intact checkpoint to resume from when
-    ``checkpoint_last.pt`` cannot be read (:func:`checkpoint_to_load`). For RoBERTa models the
-    checkpoint is checked by :func:`check_checkpoint_fits`. The run's checkpoints will record
-    data fingerprints: a masked-LM task's (``masked_lm``, ``taco_masked_lm``) of its own
-    data-bin (:func:`record_data_fingerprints`), another task's (e.g. a GLUE fine-tuning) those
-    of the checkpoint it starts from.
+    """The ``checkpoint`` config with which fairseq-train loads its checkpoint: ``cfg``, or a
+    copy restoring the intact one (:func:`checkpoint_to_load`), checked for RoBERTa models
+    (:func:`check_checkpoint_fits`). Masked-LM tasks record their data's fingerprints, others
+    (e.g. GLUE) those of the checkpoint they start from.
 
     Raises:
-        OptionError, InputNotFoundError: as :func:`checkpoint_to_load` and
-            :func:`check_checkpoint_fits`.
+        OptionError, InputNotFoundError: from the two functions named.
     """
     from fairseq.models.roberta import RobertaModel
     from fairseq.tasks.masked_lm import MaskedLMTask
@@ -255,13 +221,11 @@ def restore_config(cfg, task, model):
 
 
 def check_checkpoint_fits(path: str, model: torch.nn.Module, dictionary) -> dict:
-    """Check that the checkpoint at ``path`` was trained on ``dictionary`` and fits ``model``
-    (parameter names as fairseq's RoBERTa loads them, shapes); returns it (:func:`load_lazily`).
+    """The checkpoint at ``path`` (:func:`load_lazily`), checked to be trained on
+    ``dictionary`` and to fit ``model`` (parameter names and shapes).
 
     Raises:
-        OptionError: for another dictionary (:func:`check_dictionary`), or parameters missing
-            or of other shapes (another ``--arch``, size options or ``--max-positions``); the
-            message names the checkpoint, the data's ``dict.txt`` and the fix.
+        OptionError: another dictionary, ``--arch``, size options or ``--max-positions``.
     """
     state = load_lazily(path)
     check_dictionary(path, state, dictionary, "--data's dict.txt")
@@ -294,15 +258,13 @@ def check_checkpoint_fits(path: str, model: torch.nn.Module, dictionary) -> dict
 
 def _newest_intact_checkpoint(cfg, last: str) -> str:
     """The readable numbered checkpoint of ``--save-dir`` with the most updates."""
-    suffix = f"{cfg.checkpoint_suffix}.pt"
+    numbered = r"checkpoint(?:_\d+_\d+|\d+)" + re.escape(f"{cfg.checkpoint_suffix}.pt")
     candidates = {}
-    for name in sorted(PathManager.ls(cfg.save_dir)):
-        path = os.path.join(cfg.save_dir, name)
-        if name.endswith(suffix) and _NUMBERED.fullmatch(name[: len(name) - len(suffix)]):
-            try:
-                candidates[path] = int(load_lazily(path)["optimizer_history"][-1]["num_updates"])
-            except Exception:  # unreadable, or no update count
-                continue
+    for path in sorted(checkpoint_utils.checkpoint_paths(cfg.save_dir, numbered)):
+        try:
+            candidates[path] = int(load_lazily(path)["optimizer_history"][-1]["num_updates"])
+        except Exception:  # unreadable, or no update count
+            continue
     if not candidates:
         raise OptionError(
             f"{last} cannot be read (cut short, e.g. by a kill while fairseq copied it) and "
@@ -325,8 +287,7 @@ def warn_once(message: str) -> None:
 
 
 def trained_on(checkpoint, state: dict, file: str = "dict.txt") -> str:
-    """`` It was trained on DATA/file.`` when the checkpoint records its data and ``file`` is
-    there, `` It was trained on DATA (no file there).`` when not, ``""`` without data."""
+    """`` It was trained on DATA/file.`` (or ``DATA (no file there)``), ``""`` if unrecorded."""
     data = recorded_data_dir(checkpoint, state)
     if not data:
         return ""
@@ -335,9 +296,9 @@ def trained_on(checkpoint, state: dict, file: str = "dict.txt") -> str:
 
 
 def _canonical_weights(state_dict) -> Dict[str, torch.Tensor]:
-    """The RoBERTa encoder's parameters by name without the top module (``encoder.`` /
-    ``decoder.``), old LayerNorm name renamed, classification heads (fairseq's to re-initialize)
-    left out."""
+    """RoBERTa's parameters by name without the top module, old LayerNorm name renamed,
+    classification heads left out."""
+
     return {
         name.split(".", 1)[-1].replace(".emb_layer_norm.", ".layernorm_embedding."): tensor
         for name, tensor in state_dict.items() if not name.startswith("classification_heads.")

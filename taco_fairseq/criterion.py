@@ -48,16 +48,9 @@ class MlmConfig(ContextSimilarityConfig):
 
 
 class MlmOutput(NamedTuple):
-    """One forward pass of :meth:`MlmLoss.mlm_forward`.
-
-    Attributes:
-        loss: scalar, cross-entropy summed over the predicted positions, nats.
-        sample_size: the predicted positions (the masked ones for ``--mlm-positions masked``).
-        logging_output: summable, in nats: ``mlm_loss`` (over the masked tokens), with MLM+TP
-            ``tp_loss`` (over the unmasked ones); counts; the online diagnostics.
-        inner_states: the encoder's ``return_all_hiddens`` states, ``[seq_len, batch, hidden]``.
-        hidden: ``[seq_len, batch, hidden]`` final states h (:func:`last_layer_states`).
-    """
+    """One forward pass of :meth:`MlmLoss.mlm_forward`: ``loss`` (scalar, nats summed over
+    the ``sample_size`` predicted positions), the summable ``logging_output`` (nats), the
+    encoder's ``inner_states`` and final states ``hidden`` (``[seq_len, batch, hidden]``)."""
 
     loss: Tensor
     sample_size: Tensor
@@ -68,15 +61,11 @@ class MlmOutput(NamedTuple):
 
 @register_criterion("mlm", dataclass=MlmConfig)
 class MlmLoss(MaskedLmLoss):
-    """Masked-LM cross-entropy over the masked positions (``--mlm-positions masked``: the loss,
-    gradient and sample size of fairseq's ``masked_lm``) or over all non-padding positions
-    (``all``: MLM+TP, §5.3), for the ``masked_lm`` and ``taco_masked_lm`` tasks.
+    """Masked-LM cross-entropy over the masked positions (fairseq's ``masked_lm`` loss) or, with
+    ``--mlm-positions all`` (MLM+TP, §5.3), of the original token at every non-padding position.
 
-    MLM+TP keeps masked LM's input and predicts the *original* token at every non-padding
-    position: ``where(target != pad, target, src_tokens)`` (fairseq's ``MaskTokensDataset``
-    pads ``target`` where the input is the original). Logged: ``loss`` (bits per predicted
-    token), ``mlm_loss`` (bits per masked token), ``ppl``, with MLM+TP ``tp_loss`` (bits per
-    unmasked token), and the online diagnostics (:mod:`taco_fairseq.diagnostics`).
+    Logged, in bits per token: ``loss`` (predicted), ``mlm_loss`` (masked), ``tp_loss``
+    (unmasked, MLM+TP), and ``ppl`` and the online diagnostics (:mod:`taco_fairseq.diagnostics`).
     """
 
     def __init__(self, cfg, task):
@@ -167,16 +156,10 @@ class TacoConfig(ContextSimilarityConfig):
 
 
 class TacoLosses(NamedTuple):
-    """Summed, unweighted losses of one batch (:meth:`TacoLoss.compute_losses`).
-
-    Attributes:
-        mlm_loss: scalar, masked-LM cross-entropy summed over masked tokens, nats.
-        tc_loss: scalar float32, InfoNCE summed over anchors, nats (0 without anchors).
-        tc_correct, num_anchors, sample_size: anchors whose positive outscores all negatives;
-            anchors; masked tokens.
-        skipped: 1 when the batch's TC loss is skipped for want of negatives, else 0.
-        logging_output: the MLM part's (:attr:`MlmOutput.logging_output`).
-    """
+    """Summed, unweighted losses of one batch (:meth:`TacoLoss.compute_losses`), in nats:
+    ``mlm_loss`` over the ``sample_size`` masked tokens, ``tc_loss`` (float32) over the
+    ``num_anchors`` anchors, ``tc_correct`` of them ranking their positive first; ``skipped`` 1
+    when the batch has no negatives; the MLM part's ``logging_output``."""
 
     mlm_loss: Tensor
     tc_loss: Tensor
@@ -189,20 +172,15 @@ class TacoLosses(NamedTuple):
 
 @register_criterion("taco", dataclass=TacoConfig)
 class TacoLoss(MlmLoss):
-    """TACO (§3.2): ``mlm`` (masked positions) plus λ times the token-alignment contrastive
-    loss, on the batches of ``taco_masked_lm``.
+    """TACO (§3.2): ``mlm`` plus λ times the TC loss, on ``taco_masked_lm``'s batches.
 
-    An update's objective is mean MLM loss over its masked tokens + λ · mean TC loss over its
-    anchors (the official code's mean; the paper's mean of per-sequence means when all
-    sequences are full blocks). fairseq divides the summed gradient of an update by its summed
-    sample size, so each batch returns ``loss = Σ_masked CE + λ · Σ_anchors InfoNCE · max(M, 1)
-    / max(A, 1)`` and ``sample_size`` = its masked tokens, with M and A the masked tokens and
-    anchors of the whole update over all workers (``update_totals``, set by
-    ``TacoMaskedLMTask.train_step``; in validation the batch's own).
+    An update minimizes mean MLM loss over its M masked tokens + λ · mean InfoNCE over its A
+    anchors (the official code's mean). fairseq divides by the summed sample size (masked
+    tokens), so a batch returns ``Σ CE + λ · Σ InfoNCE · max(M, 1) / max(A, 1)``, M and A over
+    the whole update and all workers (``update_totals``; in validation the batch's own).
 
-    Logged: ``mlm``'s metrics with ``loss`` = mlm_loss + λ · tc_loss (bits), ``tc_loss`` (bits
-    per anchor), ``tc_accuracy`` (share of anchors whose positive outscores all K negatives),
-    ``tc_anchors`` and ``tc_skipped`` (per update: anchors; batches without negatives).
+    Logged: ``mlm``'s metrics, ``loss`` = mlm_loss + λ · tc_loss and ``tc_loss`` (bits per
+    anchor), ``tc_accuracy``, ``tc_anchors`` and ``tc_skipped`` (batches without negatives).
     """
 
     def __init__(self, cfg: TacoConfig, task):
@@ -322,16 +300,11 @@ _MOMENTS = ("_reg_n", "_reg_x", "_reg_y", "_reg_xx", "_reg_yy", "_reg_xy")
 
 @register_criterion("sentence_prediction_summable", dataclass=SentencePredictionConfig)
 class SummableSentencePredictionCriterion(SentencePredictionCriterion):
-    """fairseq's ``sentence_prediction`` whose GLUE metrics survive data-parallel validation.
-
-    With ``--report-mcc``, ``--report-acc-and-f1`` or ``--report-pearson-and-spearman``
-    fairseq's criterion logs *lists* of predictions and targets as summable outputs, which
-    fail when fairseq sums them over workers. This one logs sums from which the metrics (in
-    points) follow exactly: per (gold, predicted) pair of integer labels a count
-    (``_cm_{gold}_{pred}``: accuracy, ``mcc``, ``f1`` of label 1 and ``acc_and_f1``,
-    :func:`confusion_metrics`); for regression n, Σx, Σy, Σx², Σy², Σxy (``_reg_*``, float64:
-    ``pearson``, :func:`pearson_from_moments`). Spearman's correlation needs all ranks and is
-    not logged (the GLUE runner computes it from the saved dev predictions).
+    """fairseq's ``sentence_prediction`` whose GLUE metrics survive data-parallel validation:
+    instead of lists of predictions, which fairseq cannot sum over workers, it logs a count per
+    (gold, predicted) label pair (``_cm_*``: ``mcc``, ``f1``, ``acc_and_f1``) or the float64
+    moments n, Σx, Σy, Σx², Σy², Σxy (``_reg_*``: ``pearson``), all metrics in points.
+    Spearman's needs all ranks: the GLUE runner computes it from the dev predictions.
 
     Raises:
         ValueError: ``--report-mcc``/``--report-acc-and-f1`` with non-integer class labels.
@@ -401,16 +374,14 @@ def _confusion_metric(meters, name):
 
 
 def confusion_metrics(confusion: np.ndarray, positive: Optional[int] = None) -> Dict[str, float]:
-    """Accuracy, Matthews correlation and (with ``positive``) F1 from a confusion matrix, in
-    points: scikit-learn's (F1 0 without any positive) on the pairs weighted by their counts.
-
-    Args:
-        confusion: ``[classes, classes]`` counts, ``confusion[gold, predicted]``.
-        positive: the class index whose F1 is wanted (GLUE: the paraphrase/duplicate class).
+    """Accuracy, Matthews correlation and (with the ``positive`` class index) F1, in points, of
+    a ``[classes, classes]`` matrix of counts ``confusion[gold, predicted]``: scikit-learn's on
+    the pairs weighted by their counts.
 
     Raises:
         ValueError: an empty matrix (no examples).
     """
+
     from sklearn.metrics import f1_score, matthews_corrcoef  # only when metrics are derived
 
     confusion = np.asarray(confusion, dtype=np.float64)

@@ -1,12 +1,6 @@
-"""The data side of ``taco_masked_lm``: TC positions added at collate time, and the totals of
-each update written into its batches.
-
-For TACO's objective (mean MLM loss over the update's masked tokens + λ · mean TC loss over
-its anchors) the criterion must know an update's masked tokens and anchors before the
-backward pass of its first batch. fairseq's ``train.py`` groups ``update_freq`` consecutive
-batches into one update (``GroupedIterator``); :class:`UpdateTotalsIterator` reads the same
-groups ahead and writes their totals into every batch (``batch["update_totals"]``), which
-``TacoMaskedLMTask.train_step`` sums over the workers.
+"""The data side of ``taco_masked_lm``: TC positions drawn at collate time, and each update's
+masked tokens and anchors, which the criterion needs before its first backward pass, read
+ahead (fairseq's ``train.py`` groups ``update_freq`` batches into an update) into its batches.
 """
 
 import itertools
@@ -25,22 +19,16 @@ Counts = Callable[[dict], Dict[str, int]]
 
 
 class ContrastiveSamplingDataset(BaseWrapperDataset):
-    """Wraps a masked-LM dataset; its collater adds ``batch["taco"]``, a
-    :class:`~taco_fairseq.batch.TacoBatch` (with ``cross_worker`` a ``CrossWorkerTacoBatch``),
-    drawn deterministically given (seed, epoch, ids of the batch's examples) like fairseq's
-    ``MaskTokensDataset``, so a resumed run draws what an uninterrupted one would have.
+    """Wraps a masked-LM dataset (batches with ``id``, ``net_input.src_tokens`` and ``target``,
+    ``[batch, seq_len]``); its collater adds ``batch["taco"]``, a
+    :class:`~taco_fairseq.batch.TacoBatch` (``CrossWorkerTacoBatch`` with ``cross_worker``),
+    drawn given (seed, epoch, example ids) like fairseq's masking, so a resumed run draws alike.
 
     Args:
-        dataset: a dataset whose collater returns fairseq's masked-LM batch (``id``,
-            ``net_input.src_tokens [batch, seq_len]``, ``target [batch, seq_len]`` with pad at
-            unmasked positions).
-        pad_idx: the padding index (never an anchor, positive or negative).
-        excluded_tokens: token ids that are never anchors, positives or negatives (e.g.
-            ``<s>`` and ``</s>``); empty keeps special tokens, as the official code.
-        positions: which tokens are anchors: ``all`` (TACO), ``masked`` (concentrated TACO)
-            or ``unmasked``.
+        pad_idx, excluded_tokens: ids that are never anchors, positives or negatives (padding;
+            e.g. ``<s>`` and ``</s>``, or none, as the official code).
+        positions: the anchors: ``all`` (TACO), ``masked`` (concentrated TACO) or ``unmasked``.
         window, num_negatives, seed: W (odd, >= 3), K (>= 1) and the run's seed.
-        cross_worker: leave the negatives to the criterion (``--tc-cross-worker-negatives``).
 
     Raises:
         ValueError: for an unknown ``positions``.
@@ -95,16 +83,9 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
 
 
 class UpdateTotalsIterator:
-    """Iterate over ``batches`` unchanged but for ``batch["update_totals"]``: the key-wise sum
-    of ``counts`` over the ``update_freq`` consecutive batches of the batch's update (reading
-    up to ``update_freq - 1`` batches ahead).
-
-    Args:
-        batches: a fairseq ``CountingIterator`` over the batches of an epoch in training order
-            (empty dicts, fairseq's placeholders for exhausted shards, count zero).
-        update_freq: batches per update, as ``GroupedIterator`` groups them.
-        counts: maps a batch to the counts to sum (e.g. masked tokens and anchors).
-    """
+    """Iterate over ``batches`` (a fairseq ``CountingIterator``; empty placeholder batches
+    count zero) adding ``batch["update_totals"]``: the key-wise sum of ``counts(batch)`` over
+    the ``update_freq`` consecutive batches of the batch's update, read ahead."""
 
     def __init__(self, batches: iterators.CountingIterator, update_freq: int, counts: Counts):
         self._batches = batches
@@ -134,18 +115,11 @@ class UpdateTotalsIterator:
 
 
 class UpdateTotalsEpochIterator:
-    """Wraps a fairseq ``EpochBatchIterator`` so that its batches carry update totals.
+    """Wraps a fairseq ``EpochBatchIterator`` so that its batches carry update totals
+    (:class:`UpdateTotalsIterator`; epoch e uses entry e-1 of the ``--update-freq`` list, as
+    fairseq's ``train.py``). The rest is delegated, so the checkpoint state is the wrapped
+    one's: mid-epoch checkpoints fall on update boundaries, where both have read as far."""
 
-    Everything but :meth:`next_epoch_itr` is delegated, so the checkpoint state (epoch,
-    iterations in epoch) is the wrapped one's: mid-epoch checkpoints fall on update
-    boundaries, where this wrapper has read exactly as far as the trainer.
-
-    Args:
-        epoch_itr: the iterator returned by ``FairseqTask.get_batch_iterator``.
-        update_freq: the ``--update-freq`` list; epoch e uses entry e-1 (the last entry
-            beyond its length), as fairseq's ``train.py``.
-        counts: see :class:`UpdateTotalsIterator`.
-    """
 
     def __init__(self, epoch_itr, update_freq: List[int], counts: Counts):
         self._epoch_itr = epoch_itr

@@ -1,16 +1,9 @@
-"""Intra- and inter-context similarity (TACO §2.2, appendix A.3): the pairs, their cosine sums,
-and the online diagnostics that the ``taco`` and ``mlm`` criteria log.
-
-A.3: "For every token w_i in the corpus, we randomly sample a positive token w_{j≠i} within
-the same context (sentence) and another token w_k from other sentences"; the *contextual
-score* is the mean cosine of the last-layer states (h_i, h_j) (intra-context) − that of
-(h_i, h_k) (inter-context). A context is a row of a padded ``[batch, seq_len]`` batch (a
-training sequence online, a sentence in :mod:`taco_fairseq.analysis.contextual_score`).
-
-Online (:class:`ContextSimilarityLogger`) the criterion's forward pass is reused: every token
-of the training input but ``<s>``, ``</s>`` and padding is an anchor, and the pairs come from a
-generator of their own (:data:`PAIR_SEED`), so training is the same without the diagnostics
-(``--no-context-similarity``).
+"""Intra- and inter-context similarity (TACO §2.2, A.3), and the online diagnostics of the
+``taco`` and ``mlm`` criteria. A.3: "For every token w_i in the corpus, we randomly sample a
+positive token w_{j≠i} within the same context (sentence) and another token w_k from other
+sentences"; the *contextual score* is mean cos(h_i, h_j) (intra) − mean cos(h_i, h_k) (inter).
+A context is a row of a padded ``[batch, seq_len]`` batch. Online, the pairs come from their
+own generator (:data:`PAIR_SEED`), so training is the same without the diagnostics.
 """
 
 from dataclasses import dataclass, field
@@ -34,15 +27,9 @@ INTER_KEY = "inter_context_cos_sum"
 
 
 class ContextPairs(NamedTuple):
-    """One intra- and one inter-context partner for every position (:func:`sample_context_pairs`).
-
-    Attributes:
-        anchor: ``[batch, seq_len]`` bool, positions that have both partners.
-        intra: ``[batch, seq_len]`` int64, flat index (row · seq_len + column) of a uniformly
-            drawn other valid position of the same row.
-        inter: ``[batch, seq_len]`` int64, flat index of a uniformly drawn valid position of
-            another row. Both are in range everywhere but meaningful only where ``anchor``.
-    """
+    """Partners of every position, ``[batch, seq_len]``: ``anchor`` (bool, has both),
+    ``intra`` and ``inter`` (int64 flat index of a valid position of the same row, other than
+    itself, and of another row; meaningful only where ``anchor``)."""
 
     anchor: Tensor
     intra: Tensor
@@ -50,15 +37,9 @@ class ContextPairs(NamedTuple):
 
 
 def sample_context_pairs(valid: Tensor, generator: torch.Generator) -> ContextPairs:
-    """Draw an intra- and an inter-context partner for every valid position (b, t): uniform
-    over the other ``L_b − 1`` valid positions of row b, and over the ``N − L_b`` valid
-    positions of the other rows (:func:`taco_fairseq.sampling.outside_row`); an anchor where
-    both exist. Vectorized with static shapes (no host synchronization).
-
-    Args:
-        valid: ``[batch, seq_len]`` bool, positions that may be anchors and partners.
-        generator: the source of randomness, on ``valid``'s device (the global RNG is not
-            touched).
+    """Draw partners for every ``valid`` position (``[batch, seq_len]`` bool), uniformly among
+    the other valid positions of its row and those of the other rows, from ``generator`` (on
+    ``valid``'s device); static shapes, no host synchronization.
 
     Raises:
         ValueError: if ``valid`` is not a 2-d bool tensor.
@@ -85,23 +66,17 @@ def sample_context_pairs(valid: Tensor, generator: torch.Generator) -> ContextPa
 
 
 def cosine(flat: Tensor, index: Tensor) -> Tensor:
-    """``[..., rows]``: the cosine a·b / (max(‖a‖, ε) · max(‖b‖, ε)) (ε =
-    :data:`taco_fairseq.loss.NORM_EPS`) of every row a of ``flat`` (``[rows, hidden]``) and
-    the row b that ``index`` (``[..., rows]`` int64) points to; the rows are normalized once."""
+    """``[..., rows]``: cos(a, b) (norms at least ``NORM_EPS``) of every row a of ``flat``
+    (``[rows, hidden]``) and the row b that ``index`` (``[..., rows]`` int64) points to."""
     unit = F.normalize(flat, dim=-1, eps=NORM_EPS)
     return (unit * unit[index]).sum(-1)
 
 
 def pair_sums(states: Tensor, pairs: ContextPairs,
               measure: Callable[[Tensor, Tensor], Tensor] = cosine) -> Tuple[Tensor, ...]:
-    """``(anchors, intra, inter)``: the number of anchors (int64) and the float64 sums over
-    them of ``measure(h_anchor, h_intra)`` and ``measure(h_anchor, h_inter)``, no gradient.
-
-    Args:
-        states: ``[batch, seq_len, hidden]`` representations (e.g. last-layer states).
-        pairs: from :func:`sample_context_pairs` on the same ``[batch, seq_len]``.
-        measure: as :func:`cosine` (the default), on the states as float32 rows and both
-            partners' indices at once (``[2, batch·seq_len]``).
+    """``(anchors, intra, inter)``: the number of anchors and the float64 sums over them of
+    ``measure`` (as :func:`cosine`) of (anchor, intra) and (anchor, inter) ``states`` (``[batch,
+    seq_len, hidden]``, no gradient) for the ``pairs`` of :func:`sample_context_pairs`.
 
     Raises:
         ValueError: for mismatched shapes.
@@ -136,8 +111,8 @@ def last_layer_states(model, inner_states: List[Tensor]) -> Tensor:
 
 
 class ContextSimilarityLogger:
-    """Computes and reduces the online diagnostics for a criterion with a
-    :class:`ContextSimilarityConfig` and the task's dictionary (``<s>``, ``</s>``, padding)."""
+    """The online diagnostics of a criterion: every token but ``<s>``, ``</s>`` and padding
+    is an anchor."""
 
     def __init__(self, cfg: ContextSimilarityConfig, dictionary):
         self.enabled = not cfg.no_context_similarity
@@ -145,9 +120,8 @@ class ContextSimilarityLogger:
         self._generators: Dict[torch.device, torch.Generator] = {}
 
     def logging_output(self, sample, hidden: Tensor) -> Dict[str, Tensor]:
-        """The batch's summable diagnostics (``{}`` when disabled): the number of pairs and
-        the intra- and inter-context cosine sums of ``hidden``, ``[seq_len, batch, hidden]``
-        last-layer states (:func:`last_layer_states`) of ``net_input.src_tokens``."""
+        """The batch's summable pair count and cosine sums of ``hidden`` (``[seq_len, batch,
+        hidden]`` final states); ``{}`` with ``--no-context-similarity``."""
         if not self.enabled:
             return {}
         with torch.no_grad():
@@ -175,8 +149,8 @@ class ContextSimilarityLogger:
 
 
 def _contextual_score(meters) -> Optional[float]:
-    """intra − inter; None for a logging interval without pairs (e.g. ``--sample-break-mode
-    eos`` batches of one-word lines), whose two means fairseq then reports as None."""
+    """intra − inter; None for a logging interval without pairs."""
+
     intra, inter = meters["intra_context_cos"].avg, meters["inter_context_cos"].avg
     if intra is None or inter is None:
         return None

@@ -1,12 +1,8 @@
-"""Cross-worker negatives (``--tc-cross-worker-negatives``): each anchor's K negatives are drawn
-uniformly from the candidate tokens of *all* data-parallel workers' sequences other than its
-own, as TACO's sampler (§3.1, "Negative pairs") would with the whole global batch on one worker.
-
-The loader draws the variates (:func:`taco_fairseq.sampling.sample_cross_worker_positions`);
-at every training step the criterion all-gathers the workers' detached candidate vectors and
-maps each variate to the global pool (workers in rank order) by :func:`global_negative_index`.
-Validation draws within each worker's batch: fairseq's validation loop does not mark the
-padding batches that keep workers in step.
+"""Cross-worker negatives (``--tc-cross-worker-negatives``): K negatives per anchor drawn
+uniformly from the candidates of *all* workers' sequences but its own, as TACO's sampler (§3.1)
+would with the global batch on one worker. The loader draws the variates; each training step
+all-gathers the detached candidate vectors and maps the variates to them. Validation draws
+within each worker's batch (fairseq does not mark its padding batches there).
 """
 
 from typing import List, NamedTuple
@@ -20,16 +16,10 @@ from .sampling import outside_row, uniform_below
 
 
 class CompletedNegatives(NamedTuple):
-    """The inputs of :func:`taco_fairseq.loss.info_nce` for a cross-worker batch.
-
-    Attributes:
-        vectors: ``[rows + T, hidden]`` the batch's vectors, then the T candidate vectors of
-            all workers (detached).
-        anchor: ``[anchors]`` int64 rows of the anchors that have negatives.
-        positive: ``[anchors]`` int64.
-        negative: ``[anchors, K]`` int64 rows of ``vectors`` (all >= ``rows``).
-        dropped: anchors without any negative (all workers' tokens lie in their row).
-    """
+    """The inputs of :func:`taco_fairseq.loss.info_nce` for a cross-worker batch: ``vectors``
+    ``[rows + T, hidden]`` (the batch's, then all workers' T detached candidates), ``anchor``
+    and ``positive`` ``[anchors]`` of the anchors with negatives, ``negative`` ``[anchors, K]``
+    (rows >= ``rows``), and ``dropped``, the anchors without any negative."""
 
     vectors: Tensor
     anchor: Tensor
@@ -41,20 +31,10 @@ class CompletedNegatives(NamedTuple):
 def global_negative_index(
     uniform: Tensor, row_start: Tensor, row_length: Tensor, pool_sizes: List[int], rank: int
 ) -> Tensor:
-    """Map variates to indices of the global candidate pool outside each anchor's row:
-    ``outside_row(floor(u · (T − n)))`` for the n candidates of the anchor's row.
-
-    Args:
-        uniform: ``[anchors, K]`` float64 in [0, 1).
-        row_start: ``[anchors]`` int64, the anchor row's first candidate in this worker's pool.
-        row_length: ``[anchors]`` int64, candidates in the anchor's row (0 for a worker that
-            contributes no candidates, e.g. fairseq's padding batches).
-        pool_sizes: candidates contributed by each worker, in rank order (T = their sum).
-        rank: this worker's position in ``pool_sizes``.
-
-    Returns:
-        ``[anchors, K]`` int64 in [0, T); meaningless where T − n = 0 (callers drop those).
-    """
+    """``[anchors, K]`` int64 indices in [0, T) of the global pool (workers' ``pool_sizes``
+    in rank order, T their sum) outside each anchor's row: ``outside_row(floor(u · (T − n)))``
+    for ``uniform`` ``[anchors, K]`` and the anchor row's ``row_start`` in this worker's pool
+    and ``row_length`` n (``[anchors]``); meaningless where T = n (callers drop those)."""
     start = sum(pool_sizes[:rank]) + row_start.unsqueeze(1)
     length = row_length.unsqueeze(1)
     return outside_row(uniform_below(uniform, sum(pool_sizes) - length), start, length)
@@ -62,14 +42,10 @@ def global_negative_index(
 
 def complete_negatives(vectors: Tensor, taco: CrossWorkerTacoBatch,
                        across_workers: bool) -> CompletedNegatives:
-    """Draw the negatives of a cross-worker batch.
+    """Draw the negatives of a cross-worker batch (``taco``, on the device of its ``[batch *
+    seq_len, hidden]`` float32 ``vectors``): over the data-parallel group ``across_workers``
+    (training steps, which all workers take in step), else within this batch."""
 
-    Args:
-        vectors: ``[batch * seq_len, hidden]`` float32 global-bias vectors of the batch.
-        taco: the batch's positions, on ``vectors``' device.
-        across_workers: all-gather over the data-parallel group (training steps, which every
-            worker takes in step); else draw within this batch.
-    """
     local = vectors.index_select(0, taco.candidates).detach()
     row_length = taco.anchor_row_length
     if taco.dummy:  # fairseq's padding batch shares nothing

@@ -1,13 +1,7 @@
-"""Configuration errors of the plugin, reported as one line by the commands a user runs.
-
-The checks of options, data and checkpoints raise :class:`OptionError` (a ``ValueError``) or
-:class:`InputNotFoundError` (a ``FileNotFoundError``), whose message names the option or file
-and the fix. Such an error ends the command with ``error: MESSAGE`` on stderr and exit status
-1, without a traceback: through :func:`excepthook` in every program that imports
-``taco_fairseq``, and in ``fairseq-hydra-train`` because hydra prints a
-``CompactHydraException``'s message alone. ``TACO_FAIRSEQ_DEBUG=1`` (``HYDRA_FULL_ERROR=1``
-for hydra) brings the traceback back.
-"""
+"""Configuration errors, whose message names the option or file and the fix: a program that
+imports ``taco_fairseq`` ends with ``error: MESSAGE`` and status 1, no traceback (hydra prints
+a ``CompactHydraException``'s message alone); ``TACO_FAIRSEQ_DEBUG=1`` (``HYDRA_FULL_ERROR=1``)
+shows it."""
 
 import os
 import sys
@@ -31,9 +25,9 @@ class InputNotFoundError(ConfigurationError, FileNotFoundError):
 
 
 def hydra_relative_path_hint(path) -> str:
-    """`` (…)`` explaining where a relative ``path`` went under ``fairseq-hydra-train``, which
-    runs in its own directory (``hydra.run.dir``), not where it was started; ``""`` for an
-    absolute path or outside hydra."""
+    """`` (…)``: where a relative ``path`` went under ``fairseq-hydra-train``, which runs in
+    its own directory; ``""`` for an absolute path or outside hydra."""
+
     from hydra.core.hydra_config import HydraConfig
     from hydra.utils import get_original_cwd
 

@@ -1,12 +1,8 @@
-"""Narrow fixes of fairseq (ve-fairseq 0.12.3), applied when ``taco_fairseq`` is imported.
+"""Narrow fixes of fairseq (ve-fairseq 0.12.3), applied when ``taco_fairseq`` is imported:
+``TokenBlockDataset`` and ``LanguagePairDataset`` see a numpy with ``np.compat.long`` (int64,
+removed in numpy 2; numpy is unchanged), and ``checkpoint_utils.load_checkpoint`` goes first
+through :func:`taco_fairseq.checkpoints.restore_config`, for every task."""
 
-* ``--sample-break-mode eos``: fairseq's ``TokenBlockDataset`` and ``LanguagePairDataset`` use
-  ``np.compat.long``, which numpy 2 removed; the two modules get a view of numpy that adds
-  exactly that alias (int64, as numpy 1's), numpy itself is unchanged.
-* ``checkpoint_utils.load_checkpoint``, where ``fairseq-train`` loads the checkpoint it resumes
-  or starts from, first goes through :func:`taco_fairseq.checkpoints.restore_config`, for every
-  task.
-"""
 
 import functools
 import types

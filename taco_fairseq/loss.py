@@ -5,8 +5,7 @@
 * InfoNCE for an anchor x with positive c and negatives c_1^-, …, c_K^-:
       L(g_x, g_c) = −log( exp f(g_x, g_c) / (exp f(g_x, g_c) + Σ_k exp f(g_x, g_{c_k^-})) )
 
-Positions are flat indices into a ``[rows, hidden]`` table of global-bias vectors, as drawn
-by :mod:`taco_fairseq.sampling`.
+Positions are flat row indices of the vectors, as drawn by :mod:`taco_fairseq.sampling`.
 """
 
 import contextlib
@@ -26,21 +25,16 @@ _GATHER_CHUNK_BYTES = 64 * 2**20
 
 
 class InfoNCEOutput(NamedTuple):
-    """Per-anchor results of :func:`info_nce`.
-
-    Attributes:
-        loss: ``[anchors]`` float32, the InfoNCE loss of each anchor in nats.
-        correct: ``[anchors]`` bool, whether the positive scores strictly above all K negatives.
-    """
+    """Per anchor (``[anchors]``): ``loss``, float32 nats, and ``correct``, whether the positive
+    scores strictly above all K negatives."""
 
     loss: Tensor
     correct: Tensor
 
 
 def global_bias(hidden: Tensor, embedding: Tensor) -> Tensor:
-    """Global bias g = h − e (TACO §3.1), float32 whatever the input dtype, from ``hidden``,
-    ``[..., hidden]`` last-layer states h, and ``embedding``, the static embeddings e of the
-    same tokens.
+    """Global bias g = h − e (TACO §3.1), float32, of last-layer states h and the static
+    embeddings e of the same tokens, both ``[..., hidden]``.
 
     Raises:
         ValueError: if the shapes differ.
@@ -62,16 +56,12 @@ def info_nce(vectors: Tensor, anchor: Tensor, positive: Tensor, negative: Tensor
     without an ``[anchors, K, hidden]`` tensor (:func:`sampled_dot`).
 
     Args:
-        vectors: ``[rows, hidden]``, or ``[..., hidden]`` whose leading dimensions are the rows
-            in row-major order (e.g. ``[batch, seq_len, hidden]`` of a padded batch, row
-            ``b * seq_len + t``; a transposed view is read in place); any float dtype.
-        anchor: ``[anchors]`` int64 rows of the anchors.
-        positive: ``[anchors]`` int64 row of each anchor's positive.
-        negative: ``[anchors, K]`` int64 rows of its negatives, K >= 1 (duplicates allowed;
-            the loss does not depend on their order).
+        vectors: ``[..., hidden]`` (e.g. ``[batch, seq_len, hidden]``, row ``b * seq_len + t``;
+            views are read in place), any float dtype.
+        anchor, positive: ``[anchors]`` int64 rows of the anchors and their positives.
+        negative: ``[anchors, K]`` int64 rows of the negatives, K >= 1 (repeats allowed).
         temperature: τ > 0.
-        detach_keys: positives and negatives carry no gradient (stop-gradient, as the official
-            implementation); only the anchors' vectors do.
+        detach_keys: positives and negatives carry no gradient (as the official code).
 
     Raises:
         ValueError: on inconsistent shapes or a non-positive temperature.
@@ -101,10 +91,8 @@ def info_nce(vectors: Tensor, anchor: Tensor, positive: Tensor, negative: Tensor
 
 
 def normalize_rows(vectors: Tensor) -> Tensor:
-    """``[rows, hidden]``: ``vectors`` (``[..., hidden]``, rows in row-major order, any strides)
-    divided by their norm, 0 for norms below ``NORM_EPS``; same dtype. The value and gradient
-    of ``where(norm >= NORM_EPS, v / norm, 0)`` with fewer ``[rows, hidden]`` temporaries;
-    backward ``dv = (dz − z (z·dz)) / ‖v‖``, 0 for short rows."""
+    """``[rows, hidden]``: ``vectors`` (``[..., hidden]``, any strides) over their norm, 0 below
+    ``NORM_EPS``, with few temporaries; backward ``dv = (dz − z (z·dz)) / ‖v‖``."""
     return _NormalizeRows.apply(vectors)
 
 
@@ -139,18 +127,11 @@ def full_precision(device: torch.device):
 
 
 def sampled_dot(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
-    """``out[n, k] = queries[n] · keys[index[n, k]]`` without an ``[n, K, hidden]`` tensor:
-    on the CPU a sampled dense-dense product over the ``index`` pattern as CSR, elsewhere a
-    gather in chunks of at most 64 MiB; backward by ``embedding_bag`` and a sparse product.
+    """``[n, K]`` float32 ``out[n, k] = queries[n] · keys[index[n, k]]`` of ``[n, hidden]``
+    queries, ``[rows, hidden]`` keys (float32) and an ``[n, K]`` int64 index, without an ``[n,
+    K, hidden]`` tensor: on the CPU a sampled product over the index as a CSR pattern, else a
+    gather in chunks of at most 64 MiB; backward by ``embedding_bag`` and a sparse product."""
 
-    Args:
-        queries: ``[n, hidden]`` float32.
-        keys: ``[rows, hidden]`` float32.
-        index: ``[n, K]`` int64 in ``[0, rows)``.
-
-    Returns:
-        ``[n, K]`` float32.
-    """
     return _SampledDot.apply(queries, keys, index)
 
 

@@ -1,14 +1,7 @@
-"""RoBERTa at the BERT miniature sizes (Turc et al., 2019), with the options of the paper's
-frozen-embedding study (§2.2, Figure 4).
-
-``roberta_{tiny,mini,small,medium}`` (:data:`SIZES`; ``roberta_small`` is the paper's
-BERT-small) and ``taco_roberta`` (RoBERTa-base sizes) are architectures of
-:class:`TacoRobertaModel`; otherwise fairseq's RoBERTa defaults, and what a hydra config or
-the command line sets wins. The token-embedding matrix (``[vocab, hidden]``; tied, also the
-LM head's output projection) can be frozen, initialized at random or from a checkpoint: it
-gets ``requires_grad = False`` before fairseq builds its optimizer, which then never holds it
-(no update, no weight decay, no share of the gradient norm); the rest trains.
-"""
+"""RoBERTa at the BERT miniature sizes (Turc et al., 2019; ``roberta_small`` is the paper's
+BERT-small), with the options of the paper's frozen-embedding study (§2.2, Figure 4). A frozen
+token-embedding matrix is left out of fairseq's optimizer: no update, weight decay or share of
+the gradient norm."""
 
 import logging
 from pathlib import Path
@@ -39,9 +32,7 @@ TOKEN_EMBEDDING_KEY = "encoder.sentence_encoder.embed_tokens.weight"
 @register_model("taco_roberta")
 class TacoRobertaModel(RobertaModel):
     """fairseq's ``RobertaModel`` with ``--freeze-token-embeddings`` and
-    ``--init-token-embeddings-from``. A loader rebuilding a model trained with the latter reads
-    the source file again unless it passes ``arg_overrides={"init_token_embeddings_from":
-    None}`` (:mod:`taco_fairseq.hub` does)."""
+    ``--init-token-embeddings-from`` (loaders pass ``arg_overrides`` to set the latter None)."""
 
     @staticmethod
     def add_args(parser):
@@ -87,9 +78,9 @@ def load_token_embeddings(path: str) -> torch.Tensor:
     """The ``[vocab, hidden]`` token-embedding matrix of a fairseq RoBERTa checkpoint.
 
     Raises:
-        InputNotFoundError: naming the option and the path.
-        OptionError: if the checkpoint has no :data:`TOKEN_EMBEDDING_KEY`.
+        InputNotFoundError, OptionError: no such file; no such matrix in it.
     """
+
     if not Path(path).is_file():
         raise InputNotFoundError(f"--init-token-embeddings-from: no such checkpoint: {path}")
     state = checkpoint_utils.load_checkpoint_to_cpu(path)

@@ -7,10 +7,9 @@
 * negatives: K tokens drawn uniformly, with replacement, from the candidate tokens of the
   *other* sequences of the batch.
 
-numpy, run by the data loader's workers at collate time; positions are flat indices
-``row * seq_len + column`` into the padded ``[batch, seq_len]`` batch. :func:`outside_row` is
-the one rule for "uniform over a pool, the anchor's row left out", also of the cross-worker
-negatives and the diagnostics' partners.
+numpy, at collate time; positions are flat indices ``row * seq_len + column`` into the padded
+``[batch, seq_len]`` batch. :func:`outside_row` ("uniform, the anchor's row left out") is
+shared with the cross-worker negatives and the diagnostics.
 """
 
 from typing import NamedTuple
@@ -20,14 +19,8 @@ import torch
 
 
 class ContrastivePositions(NamedTuple):
-    """Sampled positions of one batch, all int64 flat indices into ``[batch * seq_len]``.
-
-    Attributes:
-        anchor: ``[anchors]``.
-        positive: ``[anchors]``, same row as the anchor, never the anchor itself.
-        negative: ``[anchors, K]``, rows other than the anchor's; sorted within each anchor's
-            row (the loss does not depend on their order; repeats end up side by side).
-    """
+    """Sampled int64 flat positions of one batch: ``anchor`` and ``positive`` (same row, not
+    the anchor) ``[anchors]``, ``negative`` ``[anchors, K]`` (other rows; sorted per anchor)."""
 
     anchor: np.ndarray
     positive: np.ndarray
@@ -35,17 +28,14 @@ class ContrastivePositions(NamedTuple):
 
 
 class CrossWorkerPositions(NamedTuple):
-    """Positions of one worker's batch whose negatives are drawn across workers
-    (``--tc-cross-worker-negatives``, :mod:`taco_fairseq.distributed`).
+    """Positions of a batch whose negatives are drawn across workers (:mod:`.distributed`).
 
     Attributes:
         anchor, positive: ``[anchors]`` int64, as in :class:`ContrastivePositions`.
-        candidates: ``[candidates]`` int64 flat indices of the batch's candidate tokens in
-            row-major order (the worker's share of the global pool of negatives).
+        candidates: ``[candidates]`` int64 flat positions of the candidate tokens, row-major.
         anchor_row_start, anchor_row_length: ``[anchors]`` int64, the index in ``candidates``
-            of the first candidate of the anchor's row, and the row's candidates.
-        negative_uniform: ``[anchors, K]`` float64 in [0, 1), the variates that select the K
-            negatives among all workers' candidates outside the anchor's row.
+            of the anchor row's first candidate, and the row's candidates.
+        negative_uniform: ``[anchors, K]`` float64 variates in [0, 1) selecting the negatives.
     """
 
     anchor: np.ndarray
@@ -58,12 +48,8 @@ class CrossWorkerPositions(NamedTuple):
 
 def outside_row(draw, row_start, row_length):
     """The pool index of the ``draw``-th element outside the block ``[row_start, row_start +
-    row_length)`` of a pool: ``draw + row_length`` where ``draw >= row_start``, else ``draw``.
-
-    With ``draw`` uniform over ``[0, pool − row_length)`` the result is uniform over the pool
-    without the block (the anchor's row, or the anchor itself with ``row_length`` 1).
-    Element-wise, on numpy arrays or torch tensors (broadcasting).
-    """
+    row_length)``: uniform over the rest of the pool for ``draw`` uniform in ``[0, pool −
+    row_length)``. Element-wise, on numpy arrays or torch tensors."""
     return draw + (draw >= row_start) * row_length
 
 
@@ -76,20 +62,13 @@ def uniform_below(uniform: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
 def sample_contrastive_positions(candidate: np.ndarray, anchor_mask: np.ndarray, window: int,
                                  num_negatives: int, rng: np.random.Generator
                                  ) -> ContrastivePositions:
-    """Draw one positive and ``num_negatives`` negatives for every eligible anchor: a position
-    where ``anchor_mask`` and ``candidate`` hold, in a sequence with another candidate token,
-    when some other sequence has a candidate token.
+    """Draw a positive and K negatives for every anchor: a ``candidate`` position (``[batch,
+    seq_len]`` bool: may be anchor, positive or negative) asked by ``anchor_mask`` (same shape)
+    whose row has another candidate, when another row has one too.
 
     Args:
-        candidate: ``[batch, seq_len]`` bool, tokens that may be anchors, positives or negatives
-            (not padding; special tokens unless excluded).
-        anchor_mask: ``[batch, seq_len]`` bool, the positions asked to be anchors.
-        window: W, odd and >= 3.
-        num_negatives: K >= 1.
-        rng: the generator to draw from (seeded per batch for reproducibility).
-
-    Returns:
-        :class:`ContrastivePositions` (empty arrays, ``negative`` ``[0, K]``, without anchors).
+        window, num_negatives: W (odd, >= 3) and K (>= 1).
+        rng: the generator to draw from (seeded per batch).
 
     Raises:
         ValueError: on masks of different shapes, an even or too small window, or K < 1.
@@ -106,11 +85,9 @@ def sample_contrastive_positions(candidate: np.ndarray, anchor_mask: np.ndarray,
 def sample_cross_worker_positions(candidate: np.ndarray, anchor_mask: np.ndarray, window: int,
                                   num_negatives: int, rng: np.random.Generator
                                   ) -> CrossWorkerPositions:
-    """Draw positives as :func:`sample_contrastive_positions` (whether other sequences have
-    candidates depends on all workers), and K uniform variates per anchor that the criterion
-    maps to negatives after an all-gather (:func:`taco_fairseq.distributed.global_negative_index`).
-    Arguments and errors as :func:`sample_contrastive_positions`.
-    """
+    """Positives as :func:`sample_contrastive_positions` (same arguments and errors), and K
+    variates per anchor that the criterion maps to negatives of all workers."""
+
     rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, window,
                                                     num_negatives, rng, other_rows=False)
     row = anchor // rows.seq_len

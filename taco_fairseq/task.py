@@ -49,8 +49,7 @@ class TacoMaskedLMConfig(MaskedLMConfig):
 
 
 def validate_sampling_options(cfg) -> None:
-    """Check the task's TC sampling and masking options; warn about settings that train but
-    leave the TC loss (nearly) without data.
+    """Check the TC sampling and masking options; warn where the TC loss gets (almost) no data.
 
     Raises:
         OptionError: naming the option, its value and what is allowed.
@@ -88,13 +87,11 @@ def validate_sampling_options(cfg) -> None:
 
 
 def validate_training_setup(cfg, model_cfg, model) -> None:
-    """Check the model and the precision options of a training run (a warning for ``--amp``
-    without a GPU).
+    """Check the model and the precision options of a training run.
 
     Raises:
-        OptionError: for a model other than fairseq's ``RobertaModel``, ``--tokens-per-sample``
-            above the model's ``--max-positions``, ``--fp16`` without a CUDA GPU or ``--bf16``
-            without torch_xla (in fairseq it means TPU training).
+        OptionError: a model other than ``RobertaModel``, ``--tokens-per-sample`` above its
+            ``--max-positions``, ``--fp16`` without CUDA or ``--bf16`` without torch_xla (TPU).
     """
     if not isinstance(model, RobertaModel):
         arch = getattr(model_cfg, "arch", None) or getattr(model_cfg, "_name", None)
@@ -119,9 +116,8 @@ def validate_training_setup(cfg, model_cfg, model) -> None:
 
 @register_task("taco_masked_lm", dataclass=TacoMaskedLMConfig)
 class TacoMaskedLMTask(MaskedLMTask):
-    """``masked_lm`` (same data, masking and defaults) whose batches also carry TACO's sampled
-    positions (``batch["taco"]``) and whose training batches carry the masked-token and anchor
-    totals of their update (:mod:`taco_fairseq.data`)."""
+    """``masked_lm`` whose batches also carry TACO's positions (``batch["taco"]``) and, in
+    training, the masked tokens and anchors of their whole update."""
 
     cfg: TacoMaskedLMConfig
 
@@ -141,9 +137,8 @@ class TacoMaskedLMTask(MaskedLMTask):
 
     @property
     def args(self) -> argparse.Namespace:
-        """What fairseq's ``masked_lm.load_dataset`` reads from ``self.args`` to build the
-        word-start mask of ``--mask-whole-words``: the data-bin's SentencePiece BPE, whose
-        pieces starting with ``▁`` begin a word (special symbols count as word starts).
+        """What fairseq's ``masked_lm`` reads from ``self.args`` for ``--mask-whole-words``:
+        the data-bin's SentencePiece BPE (pieces starting with ``▁`` begin a word).
 
         Raises:
             InputNotFoundError: the data-bin has no ``sentencepiece.bpe.model``.
@@ -181,9 +176,8 @@ class TacoMaskedLMTask(MaskedLMTask):
             cross_worker=self.cfg.tc_cross_worker_negatives)
 
     def build_model(self, cfg, from_checkpoint=False):
-        """Build the model; for training (not ``from_checkpoint``), also check the set-up
-        (:func:`validate_training_setup`; fairseq-train's checkpoint is checked when it is
-        loaded, :func:`taco_fairseq.checkpoints.restore_config`).
+        """Build the model, checked for training (:func:`validate_training_setup`) unless
+        ``from_checkpoint``.
 
         Raises:
             OptionError: from :func:`validate_training_setup`.
@@ -220,14 +214,10 @@ class TacoMaskedLMTask(MaskedLMTask):
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def _all_worker_totals(self, sample, model, ignore_grad):
-        """``[2]`` float64: the masked tokens and anchors of the batch group fairseq's trainer
-        is training, summed over all workers (one all-reduce per group).
+        """``[2]`` float64: the masked tokens and anchors of the update being trained, summed
+        over all workers, all-reduced once at its first batch, the one after ``zero_grad()``
+        set the gradients to None (on every worker alike, also after a skipped update)."""
 
-        A group starts at the first batch after ``Trainer.train_step``'s ``zero_grad()`` set
-        the gradients to None (also after a skipped update, where ``update_num`` stays the
-        same); this holds on every worker alike, also on one holding only dummy batches, so all
-        workers all-reduce together.
-        """
         if self._update_totals is not None and any(
                 p.grad is not None for p in model.parameters()):
             return self._update_totals  # later batches of the group (or dummy batches)

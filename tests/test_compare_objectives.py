@@ -305,6 +305,18 @@ def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):
             "--final-tasks: ") in capsys.readouterr().err
 
 
+def test_caps_per_task_and_fairseqs_max_update_are_refused_before_pretraining(tmp_path, capsys):
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4",
+                                           "--finetune-max-updates", "RTE=10",
+                                           "--finetune-options", "--cpu --max-update 5"))
+    assert "fairseq's --max-update among the fairseq options both cap" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+
 def test_a_search_from_an_earlier_study_does_not_replace_another(tmp_path, capsys):
     from taco_fairseq.cli import compare
 

@@ -308,6 +308,24 @@ def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(glue_databin, trained
     assert not (tmp_path / "runs").exists()
 
 
+def test_caps_per_task_and_fairseqs_max_update_together_are_an_error(
+        glue_databin, trained_checkpoint, tmp_path):
+    result = run_script("run_glue.py", "--checkpoints", trained_checkpoint / "checkpoint_last.pt",
+                        "--data", glue_databin, "--out", tmp_path / "runs", "--tasks", "RTE",
+                        "--max-updates", "RTE=10", "--dry-run", "--", "--max-update", "5")
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith(
+        "error: caps per task (TASK=N) and fairseq's --max-update among the fairseq options")
+    for fairseq_args in (["--max-update=5"], ["--max-update", "5"]):
+        with pytest.raises(ValueError, match="both cap the updates"):
+            RunnerOptions(tmp_path, tmp_path, fairseq_args=fairseq_args, max_updates={"RTE": 10})
+    # either alone is allowed
+    RunnerOptions(tmp_path, tmp_path, fairseq_args=["--max-update", "5"])
+    RunnerOptions(tmp_path, tmp_path, fairseq_args=["--max-epoch", "2"], max_updates={"RTE": 10})
+    assert not (tmp_path / "runs").exists()
+
+
+
 def test_checkpoint_sweep_command(glue_databin, trained_checkpoint, tmp_path):
     """The 10- and 20-update checkpoints of the tiny TACO run, fine-tuned on RTE: one run
     directory per checkpoint, the CSV and the figure (speedups: tests/test_glue_metrics.py)."""

@@ -85,6 +85,9 @@ class RunnerOptions:
             schedule ends at the cap); part of a capped run's settings.
         recipe: the recipes' model size, ``small`` or ``base`` (:data:`.recipes.SIZES`): all
             hyper-parameters but the run's grid point.
+
+    Raises:
+        ValueError: ``max_updates`` together with ``--max-update`` in ``fairseq_args``.
     """
 
     data_dir: Path
@@ -95,6 +98,25 @@ class RunnerOptions:
     keep_checkpoints: bool = True
     max_updates: Dict[str, int] = field(default_factory=dict)
     recipe: str = "small"
+
+    def __post_init__(self):
+        check_update_caps(self.max_updates, self.fairseq_args)
+
+
+def check_update_caps(max_updates: Dict[str, int], fairseq_args: Sequence[str]) -> None:
+    """Refuse caps per task together with fairseq's ``--max-update``, which would stop runs
+    without shortening their learning-rate schedules.
+
+    Raises:
+        ValueError: both are given.
+    """
+    if max_updates and any(arg.split("=")[0] == "--max-update" for arg in fairseq_args):
+        raise ValueError(
+            "caps per task (TASK=N) and fairseq's --max-update among the fairseq options both "
+            "cap the updates; keep the caps per task only (they also end the learning-rate "
+            "schedule at the cap)")
+
+
 
 
 def plan_runs(

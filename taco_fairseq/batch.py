@@ -33,7 +33,6 @@ class TacoBatch(_Positions):
     negatives: all tokens lie in one sequence) and ``available_negatives`` (the fewest
     candidates an anchor draws its negatives from; 0 without anchors)."""
 
-
     negative: Tensor
     skipped: bool
     available_negatives: int

@@ -13,7 +13,6 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 from fairseq import checkpoint_utils, utils
-
 from fairseq.file_io import PathManager
 from omegaconf import open_dict
 
@@ -185,10 +184,12 @@ def record_data_fingerprints(task) -> None:
 
 
 def restore_config(cfg, task, model):
-    """The ``checkpoint`` config with which fairseq-train loads its checkpoint: ``cfg``, or a
-    copy restoring the intact one (:func:`checkpoint_to_load`), checked for RoBERTa models
-    (:func:`check_checkpoint_fits`). Masked-LM tasks record their data's fingerprints, others
+    """The ``checkpoint`` config with which fairseq-train loads its checkpoint: ``cfg``, or,
+    when ``checkpoint_last.pt`` is unreadable, a copy whose ``restore_file`` is the newest intact
+    checkpoint (:func:`checkpoint_to_load`); for RoBERTa models the checkpoint is checked by
+    :func:`check_checkpoint_fits`. Masked-LM tasks record their data's fingerprints, others
     (e.g. GLUE) those of the checkpoint they start from.
+
 
     Raises:
         OptionError, InputNotFoundError: from the two functions named.
@@ -298,7 +299,6 @@ def trained_on(checkpoint, state: dict, file: str = "dict.txt") -> str:
 def _canonical_weights(state_dict) -> Dict[str, torch.Tensor]:
     """RoBERTa's parameters by name without the top module, old LayerNorm name renamed,
     classification heads left out."""
-
     return {
         name.split(".", 1)[-1].replace(".emb_layer_norm.", ".layernorm_embedding."): tensor
         for name, tensor in state_dict.items() if not name.startswith("classification_heads.")

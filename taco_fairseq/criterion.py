@@ -64,8 +64,8 @@ class MlmLoss(MaskedLmLoss):
     """Masked-LM cross-entropy over the masked positions (fairseq's ``masked_lm`` loss) or, with
     ``--mlm-positions all`` (MLM+TP, §5.3), of the original token at every non-padding position.
 
-    Logged, in bits per token: ``loss`` (predicted), ``mlm_loss`` (masked), ``tp_loss``
-    (unmasked, MLM+TP), and ``ppl`` and the online diagnostics (:mod:`taco_fairseq.diagnostics`).
+    Logged: ``loss``, ``mlm_loss`` and ``tp_loss`` (MLM+TP) in bits per predicted, masked and
+    unmasked token, ``ppl`` of ``mlm_loss``, the online diagnostics (:mod:`.diagnostics`).
     """
 
     def __init__(self, cfg, task):
@@ -179,8 +179,9 @@ class TacoLoss(MlmLoss):
     tokens), so a batch returns ``Σ CE + λ · Σ InfoNCE · max(M, 1) / max(A, 1)``, M and A over
     the whole update and all workers (``update_totals``; in validation the batch's own).
 
-    Logged: ``mlm``'s metrics, ``loss`` = mlm_loss + λ · tc_loss and ``tc_loss`` (bits per
-    anchor), ``tc_accuracy``, ``tc_anchors`` and ``tc_skipped`` (batches without negatives).
+    Logged: ``mlm``'s metrics, ``loss`` = mlm_loss + λ · tc_loss (bits), ``tc_loss`` (bits per
+    anchor), ``tc_accuracy`` (share of anchors whose positive outscores all K negatives),
+    ``tc_anchors`` and ``tc_skipped`` (batches without negatives).
     """
 
     def __init__(self, cfg: TacoConfig, task):
@@ -302,8 +303,9 @@ _MOMENTS = ("_reg_n", "_reg_x", "_reg_y", "_reg_xx", "_reg_yy", "_reg_xy")
 class SummableSentencePredictionCriterion(SentencePredictionCriterion):
     """fairseq's ``sentence_prediction`` whose GLUE metrics survive data-parallel validation:
     instead of lists of predictions, which fairseq cannot sum over workers, it logs a count per
-    (gold, predicted) label pair (``_cm_*``: ``mcc``, ``f1``, ``acc_and_f1``) or the float64
-    moments n, Σx, Σy, Σx², Σy², Σxy (``_reg_*``: ``pearson``), all metrics in points.
+    (gold, predicted) label pair (``_cm_*``: ``mcc``, ``f1`` of label 1, ``acc_and_f1``) or the
+    float64 moments n, Σx, Σy, Σx², Σy², Σxy (``_reg_*``: ``pearson``), all metrics in points.
+
     Spearman's needs all ranks: the GLUE runner computes it from the dev predictions.
 
     Raises:
@@ -376,12 +378,12 @@ def _confusion_metric(meters, name):
 def confusion_metrics(confusion: np.ndarray, positive: Optional[int] = None) -> Dict[str, float]:
     """Accuracy, Matthews correlation and (with the ``positive`` class index) F1, in points, of
     a ``[classes, classes]`` matrix of counts ``confusion[gold, predicted]``: scikit-learn's on
-    the pairs weighted by their counts.
+    the pairs weighted by their counts (F1 0 without any positive).
+
 
     Raises:
         ValueError: an empty matrix (no examples).
     """
-
     from sklearn.metrics import f1_score, matthews_corrcoef  # only when metrics are derived
 
     confusion = np.asarray(confusion, dtype=np.float64)

@@ -1,7 +1,8 @@
 """The data side of ``taco_masked_lm``: TC positions drawn at collate time, and each update's
-masked tokens and anchors, which the criterion needs before its first backward pass, read
-ahead (fairseq's ``train.py`` groups ``update_freq`` batches into an update) into its batches.
+masked-token and anchor totals, read ahead and written into its batches because the criterion
+needs them before the update's first backward pass.
 """
+
 
 import itertools
 from typing import Callable, Dict, Iterable, List
@@ -116,10 +117,10 @@ class UpdateTotalsIterator:
 
 class UpdateTotalsEpochIterator:
     """Wraps a fairseq ``EpochBatchIterator`` so that its batches carry update totals
-    (:class:`UpdateTotalsIterator`; epoch e uses entry e-1 of the ``--update-freq`` list, as
-    fairseq's ``train.py``). The rest is delegated, so the checkpoint state is the wrapped
-    one's: mid-epoch checkpoints fall on update boundaries, where both have read as far."""
-
+    (:class:`UpdateTotalsIterator`; epoch e uses entry e-1 of the ``--update-freq`` list, the
+    last beyond its length, as fairseq's ``train.py``). The rest is delegated, so the checkpoint
+    state is the wrapped one's: mid-epoch checkpoints fall on update boundaries, where both
+    have read as far."""
 
     def __init__(self, epoch_itr, update_freq: List[int], counts: Counts):
         self._epoch_itr = epoch_itr

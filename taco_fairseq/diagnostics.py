@@ -74,9 +74,11 @@ def cosine(flat: Tensor, index: Tensor) -> Tensor:
 
 def pair_sums(states: Tensor, pairs: ContextPairs,
               measure: Callable[[Tensor, Tensor], Tensor] = cosine) -> Tuple[Tensor, ...]:
-    """``(anchors, intra, inter)``: the number of anchors and the float64 sums over them of
-    ``measure`` (as :func:`cosine`) of (anchor, intra) and (anchor, inter) ``states`` (``[batch,
-    seq_len, hidden]``, no gradient) for the ``pairs`` of :func:`sample_context_pairs`.
+    """``(anchors, intra, inter)``: the number of anchors (int64) and the float64 sums over
+    them of ``measure`` of (anchor, intra) and (anchor, inter) ``states`` (``[batch, seq_len,
+    hidden]``, no gradient) for the ``pairs`` of :func:`sample_context_pairs`. ``measure``, as
+    :func:`cosine`, is called once, on float32 ``[batch·seq_len, hidden]`` rows and both
+    partners' indices ``[2, batch·seq_len]``.
 
     Raises:
         ValueError: for mismatched shapes.
@@ -112,7 +114,7 @@ def last_layer_states(model, inner_states: List[Tensor]) -> Tensor:
 
 class ContextSimilarityLogger:
     """The online diagnostics of a criterion: every token but ``<s>``, ``</s>`` and padding
-    is an anchor."""
+    is an anchor when its row has another such token and another row has one."""
 
     def __init__(self, cfg: ContextSimilarityConfig, dictionary):
         self.enabled = not cfg.no_context_similarity
@@ -150,7 +152,6 @@ class ContextSimilarityLogger:
 
 def _contextual_score(meters) -> Optional[float]:
     """intra − inter; None for a logging interval without pairs."""
-
     intra, inter = meters["intra_context_cos"].avg, meters["inter_context_cos"].avg
     if intra is None or inter is None:
         return None

@@ -19,7 +19,8 @@ class CompletedNegatives(NamedTuple):
     """The inputs of :func:`taco_fairseq.loss.info_nce` for a cross-worker batch: ``vectors``
     ``[rows + T, hidden]`` (the batch's, then all workers' T detached candidates), ``anchor``
     and ``positive`` ``[anchors]`` of the anchors with negatives, ``negative`` ``[anchors, K]``
-    (rows >= ``rows``), and ``dropped``, the anchors without any negative."""
+    (rows of the gathered part, >= ``rows``), and ``dropped``, the number of anchors without
+    any negative."""
 
     vectors: Tensor
     anchor: Tensor
@@ -42,10 +43,9 @@ def global_negative_index(
 
 def complete_negatives(vectors: Tensor, taco: CrossWorkerTacoBatch,
                        across_workers: bool) -> CompletedNegatives:
-    """Draw the negatives of a cross-worker batch (``taco``, on the device of its ``[batch *
-    seq_len, hidden]`` float32 ``vectors``): over the data-parallel group ``across_workers``
-    (training steps, which all workers take in step), else within this batch."""
-
+    """Draw the negatives of a cross-worker batch ``taco``, on the device of its ``[batch *
+    seq_len, hidden]`` float32 ``vectors``: with ``across_workers`` (training steps, which all
+    workers take in step) over the data-parallel group, else within this batch."""
     local = vectors.index_select(0, taco.candidates).detach()
     row_length = taco.anchor_row_length
     if taco.dummy:  # fairseq's padding batch shares nothing

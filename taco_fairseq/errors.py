@@ -1,7 +1,8 @@
-"""Configuration errors, whose message names the option or file and the fix: a program that
-imports ``taco_fairseq`` ends with ``error: MESSAGE`` and status 1, no traceback (hydra prints
-a ``CompactHydraException``'s message alone); ``TACO_FAIRSEQ_DEBUG=1`` (``HYDRA_FULL_ERROR=1``)
-shows it."""
+"""Configuration errors. One (its message names the option or file and the fix) ends a program
+that imports ``taco_fairseq`` with ``error: MESSAGE`` on stderr and status 1, no traceback
+(hydra prints a ``CompactHydraException``'s message alone); ``TACO_FAIRSEQ_DEBUG=1``
+(``HYDRA_FULL_ERROR=1``) shows the traceback."""
+
 
 import os
 import sys
@@ -27,7 +28,6 @@ class InputNotFoundError(ConfigurationError, FileNotFoundError):
 def hydra_relative_path_hint(path) -> str:
     """`` (…)``: where a relative ``path`` went under ``fairseq-hydra-train``, which runs in
     its own directory; ``""`` for an absolute path or outside hydra."""
-
     from hydra.core.hydra_config import HydraConfig
     from hydra.utils import get_original_cwd
 

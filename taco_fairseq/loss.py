@@ -92,7 +92,8 @@ def info_nce(vectors: Tensor, anchor: Tensor, positive: Tensor, negative: Tensor
 
 def normalize_rows(vectors: Tensor) -> Tensor:
     """``[rows, hidden]``: ``vectors`` (``[..., hidden]``, any strides) over their norm, 0 below
-    ``NORM_EPS``, with few temporaries; backward ``dv = (dz − z (z·dz)) / ‖v‖``."""
+    ``NORM_EPS``, same dtype, with few temporaries; backward ``dv = (dz − z (z·dz)) / ‖v‖``, 0
+    for short rows."""
     return _NormalizeRows.apply(vectors)
 
 
@@ -131,7 +132,6 @@ def sampled_dot(queries: Tensor, keys: Tensor, index: Tensor) -> Tensor:
     queries, ``[rows, hidden]`` keys (float32) and an ``[n, K]`` int64 index, without an ``[n,
     K, hidden]`` tensor: on the CPU a sampled product over the index as a CSR pattern, else a
     gather in chunks of at most 64 MiB; backward by ``embedding_bag`` and a sparse product."""
-
     return _SampledDot.apply(queries, keys, index)
 
 

@@ -32,7 +32,8 @@ TOKEN_EMBEDDING_KEY = "encoder.sentence_encoder.embed_tokens.weight"
 @register_model("taco_roberta")
 class TacoRobertaModel(RobertaModel):
     """fairseq's ``RobertaModel`` with ``--freeze-token-embeddings`` and
-    ``--init-token-embeddings-from`` (loaders pass ``arg_overrides`` to set the latter None)."""
+    ``--init-token-embeddings-from``. A loader rebuilding such a model reads that file again
+    unless it passes ``arg_overrides={"init_token_embeddings_from": None}`` (:mod:`.hub` does)."""
 
     @staticmethod
     def add_args(parser):
@@ -80,7 +81,6 @@ def load_token_embeddings(path: str) -> torch.Tensor:
     Raises:
         InputNotFoundError, OptionError: no such file; no such matrix in it.
     """
-
     if not Path(path).is_file():
         raise InputNotFoundError(f"--init-token-embeddings-from: no such checkpoint: {path}")
     state = checkpoint_utils.load_checkpoint_to_cpu(path)

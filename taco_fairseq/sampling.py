@@ -62,13 +62,16 @@ def uniform_below(uniform: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
 def sample_contrastive_positions(candidate: np.ndarray, anchor_mask: np.ndarray, window: int,
                                  num_negatives: int, rng: np.random.Generator
                                  ) -> ContrastivePositions:
-    """Draw a positive and K negatives for every anchor: a ``candidate`` position (``[batch,
-    seq_len]`` bool: may be anchor, positive or negative) asked by ``anchor_mask`` (same shape)
-    whose row has another candidate, when another row has one too.
+    """Draw a positive and K negatives for every anchor: a position where both ``candidate``
+    (may be anchor, positive or negative) and ``anchor_mask`` hold (``[batch, seq_len]`` bool),
+    whose row has another candidate and some other row has one.
 
     Args:
         window, num_negatives: W (odd, >= 3) and K (>= 1).
         rng: the generator to draw from (seeded per batch).
+
+    Returns:
+        empty arrays (``negative`` ``[0, K]``) when there are no anchors.
 
     Raises:
         ValueError: on masks of different shapes, an even or too small window, or K < 1.
@@ -85,9 +88,9 @@ def sample_contrastive_positions(candidate: np.ndarray, anchor_mask: np.ndarray,
 def sample_cross_worker_positions(candidate: np.ndarray, anchor_mask: np.ndarray, window: int,
                                   num_negatives: int, rng: np.random.Generator
                                   ) -> CrossWorkerPositions:
-    """Positives as :func:`sample_contrastive_positions` (same arguments and errors), and K
-    variates per anchor that the criterion maps to negatives of all workers."""
-
+    """Anchors and positives as :func:`sample_contrastive_positions` (same arguments and
+    errors), except that no other row of this batch need have candidates (other workers' may),
+    and K variates per anchor that the criterion maps to negatives of all workers."""
     rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, window,
                                                     num_negatives, rng, other_rows=False)
     row = anchor // rows.seq_len

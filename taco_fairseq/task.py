@@ -217,7 +217,6 @@ class TacoMaskedLMTask(MaskedLMTask):
         """``[2]`` float64: the masked tokens and anchors of the update being trained, summed
         over all workers, all-reduced once at its first batch, the one after ``zero_grad()``
         set the gradients to None (on every worker alike, also after a skipped update)."""
-
         if self._update_totals is not None and any(
                 p.grad is not None for p in model.parameters()):
             return self._update_totals  # later batches of the group (or dummy batches)

@@ -210,7 +210,6 @@ def test_the_search_runs_on_the_first_pretraining_seed(monkeypatch, tmp_path):
                              "mean_dev_score": {low.label: 55.0, high.label: 54.5}}
 
 
-
 def _search_argv(tmp_path, *extra):
     data = tmp_path / "bin"
     data.mkdir(exist_ok=True)
@@ -314,7 +313,6 @@ def test_caps_per_task_and_fairseqs_max_update_are_refused_before_pretraining(tm
                                            "--finetune-options", "--cpu --max-update 5"))
     assert "fairseq's --max-update among the fairseq options both cap" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
-
 
 
 def test_a_search_from_an_earlier_study_does_not_replace_another(tmp_path, capsys):

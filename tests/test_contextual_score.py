@@ -82,8 +82,6 @@ def test_bad_measures_or_no_pairs_are_refused():
         summarize(no_pairs)
 
 
-
-
 class SentenceVectorModel(torch.nn.Module):
     """A toy encoder whose state for every token of sentence s is r·e_s (a scaled unit vector
     of its own), whatever the position; ``<s>``, ``</s>`` and padding get another vector, so

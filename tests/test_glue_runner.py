@@ -325,7 +325,6 @@ def test_caps_per_task_and_fairseqs_max_update_together_are_an_error(
     assert not (tmp_path / "runs").exists()
 
 
-
 def test_checkpoint_sweep_command(glue_databin, trained_checkpoint, tmp_path):
     """The 10- and 20-update checkpoints of the tiny TACO run, fine-tuned on RTE: one run
     directory per checkpoint, the CSV and the figure (speedups: tests/test_glue_metrics.py)."""

@@ -14,7 +14,6 @@ from taco_fairseq.prep.corpus import read_document_lines
 from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
 
 
-
 @pytest.fixture(scope="module")
 def databin(tmp_path_factory, wikipedia_aa, wikitext_test):
     """600 lines of Wikipedia articles + 600 WikiText lines; the last 2 documents (the last

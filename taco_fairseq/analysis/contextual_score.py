@@ -220,7 +220,6 @@ def _pad(sequences: List[Tensor], pad: int) -> Tensor:
     return torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True, padding_value=pad)
 
 
-
 def score_checkpoints(
     checkpoints: Iterable,
     sentences: Sequence[str],

@@ -117,8 +117,6 @@ def check_update_caps(max_updates: Dict[str, int], fairseq_args: Sequence[str]) 
             "schedule at the cap)")
 
 
-
-
 def plan_runs(
     checkpoints: Sequence[PretrainedCheckpoint],
     tasks: Sequence[GlueTask],

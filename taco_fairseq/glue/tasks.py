@@ -21,6 +21,7 @@ Metrics (all in points, 0-100):
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
+
 @dataclass(frozen=True)
 class SplitLayout:
     """The layout of one TSV file of a task.

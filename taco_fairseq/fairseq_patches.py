@@ -1,15 +1,22 @@
 """Narrow fixes of fairseq (ve-fairseq 0.12.3), applied when ``taco_fairseq`` is imported:
 ``TokenBlockDataset`` and ``LanguagePairDataset`` see a numpy with ``np.compat.long`` (int64,
 removed in numpy 2; numpy is unchanged), and ``checkpoint_utils.load_checkpoint`` goes first
-through :func:`taco_fairseq.checkpoints.restore_config`, for every task."""
+through :func:`taco_fairseq.checkpoints.restore_config`, for every task; and at exit, the
+read-ahead threads of fairseq's ``BufferedIterator`` are stopped and joined (a daemon thread
+still collating inside torch when the interpreter finalizes aborts the process: "terminate
+called without an active exception", status 134)."""
 
 
+import atexit
 import functools
+import queue
+import time
 import types
+import weakref
 
 import numpy as np
 from fairseq import checkpoint_utils
-from fairseq.data import language_pair_dataset, token_block_dataset
+from fairseq.data import iterators, language_pair_dataset, token_block_dataset
 
 
 class _NumpyWithCompatLong(types.ModuleType):
@@ -21,9 +28,44 @@ class _NumpyWithCompatLong(types.ModuleType):
         return getattr(np, name)
 
 
+_consumers: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def _stop_read_ahead(timeout: float = 60.0) -> None:
+    """Let every live ``BackgroundConsumer`` finish its batch, stop after it and exit, draining
+    its queue so that no ``put`` blocks; at most ``timeout`` seconds in all."""
+    deadline = time.monotonic() + timeout
+    for consumer in list(_consumers):
+        consumer._max_len = 0  # it stops after its next put
+        while consumer.is_alive() and time.monotonic() < deadline:
+            try:
+                while True:
+                    consumer._queue.get_nowait()
+            except queue.Empty:
+                pass
+            consumer.join(0.05)
+
+
+def _patch_buffered_iterator() -> None:
+    original = iterators.BufferedIterator._create_consumer
+    if getattr(original, "tracked_by_taco_fairseq", False):
+        return
+
+    @functools.wraps(original)
+    def _create_consumer(self):
+        original(self)
+        _consumers.add(self._consumer)
+
+    _create_consumer.tracked_by_taco_fairseq = True
+    iterators.BufferedIterator._create_consumer = _create_consumer
+    atexit.register(_stop_read_ahead)
+
+
 def apply() -> None:
-    """Apply both fixes (idempotent)."""
+    """Apply the fixes (idempotent)."""
     from .checkpoints import restore_config
+
+    _patch_buffered_iterator()
 
     if not hasattr(np, "compat"):
         for module in (token_block_dataset, language_pair_dataset):

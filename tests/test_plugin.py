@@ -36,3 +36,29 @@ print(json.dumps({
     assert {"taco_fairseq.task", "taco_fairseq.criterion", "taco_fairseq.models",
             "taco_fairseq.loss"} <= set(loaded["modules"])
     assert loaded["task"] and len(loaded["criteria"]) == 3 and len(loaded["archs"]) == 4
+
+
+def test_read_ahead_threads_are_stopped_at_exit():
+    # fairseq's BufferedIterator collates ahead in a daemon thread; one still inside torch when
+    # the interpreter finalizes aborts the process (status 134), so the exit hook stops it
+    import time
+
+    from fairseq.data import iterators
+
+    from taco_fairseq import fairseq_patches
+
+    def slow():
+        for i in range(1000):
+            time.sleep(0.01)
+            yield i
+
+    class Source(list):
+        def __iter__(self):
+            return slow()
+
+    itr = iterators.BufferedIterator(4, Source(range(1000)))
+    assert next(itr) == 0
+    consumer = itr._consumer
+    assert consumer.is_alive()
+    fairseq_patches._stop_read_ahead(timeout=10)
+    assert not consumer.is_alive()

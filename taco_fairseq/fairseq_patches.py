@@ -1,11 +1,13 @@
 """Narrow fixes of fairseq (ve-fairseq 0.12.3), applied when ``taco_fairseq`` is imported:
-``TokenBlockDataset`` and ``LanguagePairDataset`` see a numpy with ``np.compat.long`` (int64,
-removed in numpy 2; numpy is unchanged), and ``checkpoint_utils.load_checkpoint`` goes first
-through :func:`taco_fairseq.checkpoints.restore_config`, for every task; and at exit, the
-read-ahead threads of fairseq's ``BufferedIterator`` are stopped and joined (a daemon thread
-still collating inside torch when the interpreter finalizes aborts the process: "terminate
-called without an active exception", status 134)."""
 
+* ``TokenBlockDataset`` and ``LanguagePairDataset`` see a numpy with ``np.compat.long`` (int64,
+  removed in numpy 2); numpy itself is unchanged.
+* ``checkpoint_utils.load_checkpoint`` goes first through
+  :func:`taco_fairseq.checkpoints.restore_config`, for every task.
+* At exit, the read-ahead threads of ``BufferedIterator`` are stopped and joined: a daemon
+  thread still collating inside torch when the interpreter finalizes aborts the process
+  ("terminate called without an active exception", status 134).
+"""
 
 import atexit
 import functools
@@ -28,7 +30,7 @@ class _NumpyWithCompatLong(types.ModuleType):
         return getattr(np, name)
 
 
-_consumers: "weakref.WeakSet" = weakref.WeakSet()
+_consumers = weakref.WeakSet()  # the read-ahead threads (BackgroundConsumer) started so far
 
 
 def _stop_read_ahead(timeout: float = 60.0) -> None:
@@ -47,6 +49,7 @@ def _stop_read_ahead(timeout: float = 60.0) -> None:
 
 
 def _patch_buffered_iterator() -> None:
+    """Track every read-ahead thread, and stop them at exit (:func:`_stop_read_ahead`)."""
     original = iterators.BufferedIterator._create_consumer
     if getattr(original, "tracked_by_taco_fairseq", False):
         return
@@ -66,7 +69,6 @@ def apply() -> None:
     from .checkpoints import restore_config
 
     _patch_buffered_iterator()
-
     if not hasattr(np, "compat"):
         for module in (token_block_dataset, language_pair_dataset):
             if module.np is np:

@@ -109,10 +109,7 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
         "--tasks", "RTE", "--seeds", "1", "--finetune-lr", "5e-5", "1e-4",
         "--finetune-max-updates", "RTE=2",
         "--heldout-text", wikitext_test, "--heldout-sentences", "40", "--cpu",
-        # no validation read-ahead thread: it can abort the exiting process after
-        # --max-valid-steps (docs/reliability.md)
         "--", "--num-workers", "0", "--log-interval", "1", "--max-valid-steps", "2",
-        "--data-buffer-size", "0",
     ]
     result = run_script("compare_objectives.py", *command)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

@@ -12,7 +12,7 @@ def test_eos_blocks_and_whole_word_masking_train_end_to_end(tiny_databin, tmp_pa
     out = run_fairseq("fairseq-train", *train_args(
         tiny_databin, tmp_path / "run", "--sample-break-mode", "eos", "--mask-whole-words",
         "--max-update", "3", "--log-interval", "1", "--no-save", "--max-valid-steps", "2",
-        "--data-buffer-size", "0", "--skip-invalid-size-inputs-valid-test"))
+        "--skip-invalid-size-inputs-valid-test"))
     updates = [json.loads(line.split("train_inner | ")[1])["num_updates"]
                for line in out.stdout.splitlines() if "train_inner | " in line]
     assert updates == ["1", "2", "3"]

@@ -10,11 +10,12 @@
 """
 
 import atexit
+import contextlib
 import functools
 import queue
+import threading
 import time
 import types
-import weakref
 
 import numpy as np
 from fairseq import checkpoint_utils
@@ -30,45 +31,26 @@ class _NumpyWithCompatLong(types.ModuleType):
         return getattr(np, name)
 
 
-_consumers = weakref.WeakSet()  # the read-ahead threads (BackgroundConsumer) started so far
-
-
 def _stop_read_ahead(timeout: float = 60.0) -> None:
-    """Let every live ``BackgroundConsumer`` finish its batch, stop after it and exit, draining
-    its queue so that no ``put`` blocks; at most ``timeout`` seconds in all."""
+    """Let every live read-ahead thread (``BackgroundConsumer``) finish its batch, stop after
+    it and exit, its queue drained so that no ``put`` blocks; at most ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    for consumer in list(_consumers):
-        consumer._max_len = 0  # it stops after its next put
-        while consumer.is_alive() and time.monotonic() < deadline:
-            try:
-                while True:
-                    consumer._queue.get_nowait()
-            except queue.Empty:
-                pass
-            consumer.join(0.05)
-
-
-def _patch_buffered_iterator() -> None:
-    """Track every read-ahead thread, and stop them at exit (:func:`_stop_read_ahead`)."""
-    original = iterators.BufferedIterator._create_consumer
-    if getattr(original, "tracked_by_taco_fairseq", False):
-        return
-
-    @functools.wraps(original)
-    def _create_consumer(self):
-        original(self)
-        _consumers.add(self._consumer)
-
-    _create_consumer.tracked_by_taco_fairseq = True
-    iterators.BufferedIterator._create_consumer = _create_consumer
-    atexit.register(_stop_read_ahead)
+    for consumer in threading.enumerate():
+        if isinstance(consumer, iterators.BackgroundConsumer):
+            consumer._max_len = 0  # it stops after its next put
+            while consumer.is_alive() and time.monotonic() < deadline:
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        consumer._queue.get_nowait()
+                consumer.join(0.05)
 
 
 def apply() -> None:
     """Apply the fixes (idempotent)."""
     from .checkpoints import restore_config
 
-    _patch_buffered_iterator()
+    atexit.unregister(_stop_read_ahead)  # registered once
+    atexit.register(_stop_read_ahead)
     if not hasattr(np, "compat"):
         for module in (token_block_dataset, language_pair_dataset):
             if module.np is np:

@@ -40,25 +40,25 @@ print(json.dumps({
 
 def test_read_ahead_threads_are_stopped_at_exit():
     # fairseq's BufferedIterator collates ahead in a daemon thread; one still inside torch when
-    # the interpreter finalizes aborts the process (status 134), so the exit hook stops it
-    import time
+    # the interpreter finalizes aborts the process (status 134). The first exit hook below
+    # runs after the plugin's (atexit is last in, first out) and sees what is left alive.
+    script = """
+import atexit, threading, time
+from fairseq.data import iterators
+atexit.register(lambda: print("alive at exit:", any(
+    isinstance(t, iterators.BackgroundConsumer) and t.is_alive() for t in threading.enumerate())))
+import taco_fairseq
 
-    from fairseq.data import iterators
-
-    from taco_fairseq import fairseq_patches
-
-    def slow():
+class Slow(list):
+    def __iter__(self):
         for i in range(1000):
             time.sleep(0.01)
             yield i
 
-    class Source(list):
-        def __iter__(self):
-            return slow()
-
-    itr = iterators.BufferedIterator(4, Source(range(1000)))
-    assert next(itr) == 0
-    consumer = itr._consumer
-    assert consumer.is_alive()
-    fairseq_patches._stop_read_ahead(timeout=10)
-    assert not consumer.is_alive()
+itr = iterators.BufferedIterator(4, Slow(range(1000)))
+assert next(itr) == 0 and itr._consumer.is_alive()
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "alive at exit: False"

@@ -83,3 +83,17 @@ def test_a_wheel_carries_the_recipes_and_its_tools_find_them(tmp_path):
     path, task, taco = found.stdout.splitlines()
     assert path.startswith(str(tmp_path / "site")) and task == "sentence_prediction"
     assert taco == "['--task', 'taco_masked_lm']"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--check-lines", "0"], "argument --check-lines: must be > 0, got 0"),
+    (["--atol", "-1"], "argument --atol: must be >= 0, got -1"),
+    (["--atol", "nan"], "argument --atol: must be >= 0, got nan"),
+    (["--check-lines", "x"], "argument --check-lines: invalid int value: 'x'"),
+])
+def test_count_and_tolerance_options_are_checked_by_argparse(argv, message, capsys, tmp_path):
+    from taco_fairseq.cli import export_hf
+
+    with pytest.raises(SystemExit) as exit_info:
+        export_hf.main([str(tmp_path / "checkpoint.pt"), str(tmp_path / "hf"), *argv])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -5,6 +5,7 @@ import csv
 import dataclasses
 import fcntl
 import json
+import shlex
 
 import pytest
 
@@ -23,7 +24,7 @@ from taco_fairseq.comparison.pretraining import (
 )
 from taco_fairseq.analysis.training_log import parse_json_log
 
-from conftest import SHARED, run_script
+from conftest import REPO, SHARED, run_script
 
 
 def test_objectives_are_the_recipes():
@@ -310,6 +311,33 @@ def test_caps_per_task_and_fairseqs_max_update_are_refused_before_pretraining(tm
                                            "--finetune-options", "--cpu --max-update 5"))
     assert "fairseq's --max-update among the fairseq options both cap" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_repeated_cap_flags_and_a_negative_warmup_are_refused(tmp_path, capsys):
+    from taco_fairseq.cli import compare
+
+    argv = ("--tasks", "RTE", "--finetune-lr", "3e-4")
+    with pytest.raises(SystemExit):  # not the last flag silently
+        compare.parse_options(_search_argv(tmp_path, *argv, "--finetune-max-updates", "RTE=3",
+                                           "--finetune-max-updates", "RTE=4"))
+    assert "--finetune-max-updates caps RTE twice (RTE=3, RTE=4)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, *argv, "--warmup-updates", "-1"))
+    assert "argument --warmup-updates: must be >= 0, got -1" in capsys.readouterr().err
+    options, _ = compare.parse_options(_search_argv(tmp_path, *argv, "--warmup-updates", "0"))
+    assert options.settings.warmup_updates == 0
+
+
+def test_the_documented_gpu_study_command_parses():
+    from taco_fairseq.cli import compare
+
+    text = (REPO / "docs" / "results.md").read_text()
+    start = text.index("python scripts/compare_objectives.py --data data-bin/books-wiki")
+    command = text[start:text.index("\n", text.index("--num-workers 2", start))]
+    own, fairseq_args = compare.split_fairseq_args(shlex.split(command.replace("\\\n", " "))[2:])
+    args = compare.build_parser().parse_args(own)
+    assert args.finetune_options == "--fp16" and args.finetune_max_updates == ["SST-2=2000"]
+    assert fairseq_args == ["--fp16", "--num-workers", "2"]
 
 
 def test_a_search_from_an_earlier_study_does_not_replace_another(tmp_path, capsys):

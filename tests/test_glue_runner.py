@@ -305,6 +305,11 @@ def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(glue_databin, trained
                                       "(not in --tasks: RTE)")
     with pytest.raises(ValueError, match=r"--max-updates caps RTE twice \(RTE=10, rte=20\)"):
         parse_update_caps(["RTE=10", "rte=20"], get_tasks(["RTE"]))
+    result = run_script("run_glue.py", "--checkpoints", trained_checkpoint / "checkpoint_last.pt",
+                        "--data", glue_databin, "--out", tmp_path / "runs", "--tasks", "RTE",
+                        "--max-updates", "RTE=7", "--max-updates", "RTE=8", "--dry-run")
+    assert result.returncode == 1  # two flags as one list, not the last flag silently
+    assert result.stderr.strip() == "error: --max-updates caps RTE twice (RTE=7, RTE=8)"
     assert not (tmp_path / "runs").exists()
 
 

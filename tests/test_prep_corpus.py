@@ -141,8 +141,11 @@ def test_file_without_text_is_an_error(tmp_path, content):
 
 def test_missing_file_is_an_error(tmp_path):
     path = tmp_path / "missing.txt.xz"
-    with pytest.raises(FileNotFoundError, match=re.escape(str(path))):
+    with pytest.raises(FileNotFoundError, match=re.escape(f"input file not found: {path}")):
         _read(path)
+    with pytest.raises(FileNotFoundError, match=re.escape(
+            f"input file is not a regular file: {tmp_path}")):  # e.g. a directory
+        _read(tmp_path)
 
 
 @pytest.mark.parametrize(

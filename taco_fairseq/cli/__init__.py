@@ -4,12 +4,22 @@
 """
 
 import argparse
+from typing import Callable
 
 
-def positive_int(text: str) -> int:
-    """argparse type of the count options (``--workers``, ``--vocab-size``, ``--sentences``,
-    ...): an int >= 1, else argparse's error naming the option."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def positive(kind: type, zero: bool = False) -> Callable[[str], object]:
+    """An argparse ``type``: a ``kind`` (``int`` or ``float``) value above 0 (with ``zero``, at
+    least 0); argparse reports others as "argument --OPTION: must be > 0, got VALUE"."""
+
+    def parse(text: str):
+        value = kind(text)
+        if not (value >= 0 if zero else value > 0):  # also NaN
+            raise argparse.ArgumentTypeError(f"must be {'>=' if zero else '>'} 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse's "invalid int value" for what kind() rejects
+    return parse
+
+
+#: The type of the count options (``--workers``, ``--vocab-size``, ``--sentences``, ...).
+positive_int = positive(int)

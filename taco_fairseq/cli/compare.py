@@ -51,7 +51,8 @@ from taco_fairseq.comparison.study import (
     set_threads,
     study_checkpoints,
 )
-from taco_fairseq.glue.options import parse_update_caps, positive, split_fairseq_args
+from taco_fairseq.cli import positive
+from taco_fairseq.glue.options import parse_update_caps, split_fairseq_args
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
 from taco_fairseq.glue.runner import check_update_caps
 from taco_fairseq.glue.summary import collect_results
@@ -85,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--update-freq", type=positive(int), default=1, help="default: 1")
     group.add_argument("--lr", type=positive(float), default=5e-4, help="peak learning rate "
                        "(default: 5e-4)")
-    group.add_argument("--warmup-updates", type=int,
+    group.add_argument("--warmup-updates", type=positive(int, zero=True),
                        help="default: a tenth of --max-update, at most 10,000")
     group = parser.add_argument_group("GLUE fine-tuning")
     group.add_argument("--tasks", nargs="+", required=True, metavar="TASK",
@@ -105,11 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "--finetune-epochs)")
     group.add_argument("--finetune-batch-size", type=positive(int), default=small.batch_size,
                        help="default: %(default)s")
-    group.add_argument("--finetune-max-updates", nargs="+", default=[], metavar="TASK=N",
-                       help="cap a task's fine-tuning updates, e.g. SST-2=2000")
+    group.add_argument("--finetune-max-updates", nargs="+", action="extend", default=[],
+                       metavar="TASK=N", help="cap a task's fine-tuning updates, e.g. SST-2=2000")
     group.add_argument("--finetune-options", default="",
-                       help="further fairseq-train options of every fine-tuning, one string "
-                       "(e.g. '--fp16')")
+                       help="further fairseq-train options of every fine-tuning, one string, "
+                       "e.g. --finetune-options=--fp16 (with '=': argparse reads a lone "
+                       "'--fp16' as an option of its own)")
     group = parser.add_argument_group("contextual score")
     group.add_argument("--heldout-text", nargs="+", type=Path, default=[], metavar="FILE",
                        help="raw text not seen in pre-training (default: not measured)")

@@ -19,7 +19,7 @@ import logging
 import sys
 from pathlib import Path
 
-from taco_fairseq.cli import positive_int
+from taco_fairseq.cli import positive, positive_int
 from taco_fairseq.hf_export.check_text import read_check_lines
 from taco_fairseq.hf_export.export import export_to_transformers
 from taco_fairseq.hf_export.parity import DEFAULT_ATOL, ParityError
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "hardest cases also run through both models (default: %(default)s)",
     )
     parser.add_argument(
-        "--atol", type=float, default=DEFAULT_ATOL,
+        "--atol", type=positive(float, zero=True), default=DEFAULT_ATOL,
         help="largest absolute logit difference accepted, fp32 (default: %(default)g)",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing OUTPUT_DIR")

@@ -22,9 +22,9 @@ import random
 import shlex
 import sys
 
+from taco_fairseq.cli import positive
 from taco_fairseq.glue.options import (
     add_runner_options,
-    positive,
     runner_options,
     selected_tasks,
     split_fairseq_args,

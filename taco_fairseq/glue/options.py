@@ -3,25 +3,12 @@
 
 import argparse
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
+from ..cli import positive
 from .recipes import SIZES, default_point
 from .runner import RunnerOptions
 from .tasks import TASKS, GlueTask, get_tasks
-
-
-def positive(kind: type) -> Callable[[str], object]:
-    """An argparse ``type``: a ``kind`` (``int`` or ``float``) value above 0; argparse reports
-    others as "argument --OPTION: must be > 0, got VALUE"."""
-
-    def parse(text: str):
-        value = kind(text)
-        if not value > 0:  # also NaN
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    parse.__name__ = kind.__name__  # argparse's "invalid int value" for what kind() rejects
-    return parse
 
 
 def split_fairseq_args(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
@@ -56,7 +43,8 @@ def add_runner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delete-checkpoints", action="store_true",
                         help="delete each run's checkpoint_best.pt once its dev predictions "
                         "are written (no test-set predictions then)")
-    parser.add_argument("--max-updates", nargs="+", default=[], metavar="TASK=N",
+    parser.add_argument("--max-updates", nargs="+", action="extend", default=[],
+                        metavar="TASK=N",
                         help="cap a task's updates, its learning-rate schedule ending there "
                         "(e.g. SST-2=1000 on a CPU)")
     parser.add_argument("--jobs", type=positive(int), default=1,

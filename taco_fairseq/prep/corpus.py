@@ -87,11 +87,13 @@ def open_binary(path: PathLike) -> BinaryIO:
     """Open ``path`` for reading bytes, decompressing ``.xz`` and ``.gz`` files on the fly.
 
     Raises:
-        FileNotFoundError: if the file does not exist (the message names it).
+        FileNotFoundError: if the file does not exist or is no regular file (the message
+            names it).
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"input file not found: {path}")
+        problem = "is not a regular file" if path.exists() else "not found"
+        raise FileNotFoundError(f"input file {problem}: {path}")
     if path.suffix == ".xz":
         return lzma.open(path, "rb")
     if path.suffix == ".gz":

@@ -137,7 +137,6 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
                                  "--tasks or --final-tasks")
         check_update_caps(caps, shlex.split(args.finetune_options))
-
         settings = PretrainSettings(
             data=args.data, arch=args.arch, max_update=args.max_update,
             checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),

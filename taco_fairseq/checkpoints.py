@@ -190,7 +190,6 @@ def restore_config(cfg, task, model):
     :func:`check_checkpoint_fits`. Masked-LM tasks record their data's fingerprints, others
     (e.g. GLUE) those of the checkpoint they start from.
 
-
     Raises:
         OptionError, InputNotFoundError: from the two functions named.
     """

@@ -380,7 +380,6 @@ def confusion_metrics(confusion: np.ndarray, positive: Optional[int] = None) -> 
     a ``[classes, classes]`` matrix of counts ``confusion[gold, predicted]``: scikit-learn's on
     the pairs weighted by their counts (F1 0 without any positive).
 
-
     Raises:
         ValueError: an empty matrix (no examples).
     """

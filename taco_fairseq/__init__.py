@@ -2,7 +2,6 @@
 registers the task, criteria and architectures, allow-lists fairseq checkpoints for weights-only
 loading, applies :mod:`.fairseq_patches` and :mod:`.errors`; it imports none of the tools."""
 
-
 import warnings
 
 # fairseq's FairseqTask.train_step enters torch.cuda.amp.autocast on every update, which torch

@@ -181,7 +181,7 @@ class TacoLoss(MlmLoss):
 
     Logged: ``mlm``'s metrics, ``loss`` = mlm_loss + λ · tc_loss (bits), ``tc_loss`` (bits per
     anchor), ``tc_accuracy`` (share of anchors whose positive outscores all K negatives),
-    ``tc_anchors`` and ``tc_skipped`` (batches without negatives).
+    ``tc_anchors`` and ``tc_skipped`` (per update: anchors; batches without negatives).
     """
 
     def __init__(self, cfg: TacoConfig, task):

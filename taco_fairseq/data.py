@@ -3,7 +3,6 @@ masked-token and anchor totals, read ahead and written into its batches because 
 needs them before the update's first backward pass.
 """
 
-
 import itertools
 from typing import Callable, Dict, Iterable, List
 

@@ -3,7 +3,6 @@ that imports ``taco_fairseq`` with ``error: MESSAGE`` on stderr and status 1, no
 (hydra prints a ``CompactHydraException``'s message alone); ``TACO_FAIRSEQ_DEBUG=1``
 (``HYDRA_FULL_ERROR=1``) shows the traceback."""
 
-
 import os
 import sys
 

@@ -12,6 +12,7 @@
 import atexit
 import contextlib
 import functools
+import logging
 import queue
 import threading
 import time
@@ -33,7 +34,8 @@ class _NumpyWithCompatLong(types.ModuleType):
 
 def _stop_read_ahead(timeout: float = 60.0) -> None:
     """Let every live read-ahead thread (``BackgroundConsumer``) finish its batch, stop after
-    it and exit, its queue drained so that no ``put`` blocks; at most ``timeout`` seconds."""
+    it and exit, its queue drained so that no ``put`` blocks; at most ``timeout`` seconds in all,
+    after which a thread still alive is named in a warning."""
     deadline = time.monotonic() + timeout
     for consumer in threading.enumerate():
         if isinstance(consumer, iterators.BackgroundConsumer):
@@ -43,6 +45,10 @@ def _stop_read_ahead(timeout: float = 60.0) -> None:
                     while True:
                         consumer._queue.get_nowait()
                 consumer.join(0.05)
+            if consumer.is_alive():
+                logging.getLogger(__name__).warning(
+                    f"fairseq's read-ahead thread {consumer.name} is still collating after "
+                    f"{timeout:g} s; the process may abort at exit (status 134)")
 
 
 def apply() -> None:

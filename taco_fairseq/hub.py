@@ -170,9 +170,9 @@ def from_pretrained(
         sentencepiece_model = data_dir / SENTENCEPIECE_MODEL
         if not sentencepiece_model.is_file():
             raise FileNotFoundError(
-                f"no {SENTENCEPIECE_MODEL} in {data_dir}; give the pre-training data-bin's, for a "
-                "GLUE task directory (sentencepiece_model= in Python, --sentencepiece-model for "
-                "scripts/export_to_hf.py)"
+                f"no {SENTENCEPIECE_MODEL} in {data_dir} (a GLUE task directory?): pass the "
+                "pre-training data-bin's model (sentencepiece_model= in Python, "
+                "--sentencepiece-model of scripts/export_to_hf.py)"
             )
     elif not Path(sentencepiece_model).is_file():
         raise FileNotFoundError(f"sentencepiece_model not found: {sentencepiece_model}")

@@ -88,7 +88,8 @@ def test_a_wheel_carries_the_recipes_and_its_tools_find_them(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--check-lines", "0"], "argument --check-lines: must be > 0, got 0"),
     (["--atol", "-1"], "argument --atol: must be >= 0, got -1"),
-    (["--atol", "nan"], "argument --atol: must be >= 0, got nan"),
+    (["--atol", "nan"], "argument --atol: must be finite, got nan"),
+    (["--atol", "inf"], "argument --atol: must be finite, got inf"),
     (["--check-lines", "x"], "argument --check-lines: invalid int value: 'x'"),
 ])
 def test_count_and_tolerance_options_are_checked_by_argparse(argv, message, capsys, tmp_path):

@@ -180,7 +180,6 @@ def test_the_search_runs_on_the_first_pretraining_seed(monkeypatch, tmp_path):
     """Every objective × task × fine-tuning seed × point at the last checkpoint of the first
     pre-training seed only; the point with the best mean over objectives and seeds wins."""
     from taco_fairseq.comparison import study
-    from taco_fairseq.comparison.pretraining import PretrainRun, PretrainSettings
     from taco_fairseq.glue.recipes import Hyperparameters
 
     low, high = Hyperparameters(32, 1e-4, 4), Hyperparameters(32, 3e-4, 4)

@@ -321,7 +321,7 @@ def test_caps_per_task_and_fairseqs_max_update_together_are_an_error(
     assert result.returncode == 1
     assert result.stderr.strip().startswith(
         "error: caps per task (TASK=N) and fairseq's --max-update among the fairseq options")
-    for fairseq_args in (["--max-update=5"], ["--max-update", "5"]):
+    for fairseq_args in (["--max-update=5"], ["--max-update", "5"], ["--total-num-update", "5"]):
         with pytest.raises(ValueError, match="both cap the updates"):
             RunnerOptions(tmp_path, tmp_path, fairseq_args=fairseq_args, max_updates={"RTE": 10})
     # either alone is allowed

@@ -88,7 +88,8 @@ def test_errors_name_what_to_pass(trained_checkpoint, tiny_databin, tmp_path, mo
     no_model = tmp_path / "databin-without-spm"
     no_model.mkdir()
     (no_model / "dict.txt").write_bytes((tiny_databin / "dict.txt").read_bytes())
-    with pytest.raises(FileNotFoundError, match=r"sentencepiece_model= in Python, --sentencepiece-model for "):
+    with pytest.raises(FileNotFoundError,
+                       match=r"a GLUE task directory\?\): pass the pre-training data-bin's"):
         hub.from_pretrained(trained_checkpoint, data_dir=no_model)
     other_vocabulary = tmp_path / "other-databin"
     other_vocabulary.mkdir()

@@ -62,3 +62,30 @@ assert next(itr) == 0 and itr._consumer.is_alive()
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "alive at exit: False"
+
+
+def test_a_read_ahead_thread_still_busy_after_the_timeout_is_named(caplog):
+    import threading
+
+    from fairseq.data import iterators
+
+    from taco_fairseq import fairseq_patches
+
+    release = threading.Event()
+
+    def stuck():  # a collate that does not return within the timeout
+        release.wait(60)
+        yield 0
+
+    itr = iterators.BufferedIterator(2, [0])
+    itr._iterable = stuck()
+    itr._create_consumer()
+    try:
+        fairseq_patches._stop_read_ahead(timeout=0.2)
+        assert itr._consumer.is_alive()
+        assert f"read-ahead thread {itr._consumer.name} is still collating after 0.2 s" in (
+            caplog.text)
+    finally:
+        release.set()
+        itr._consumer.join(10)
+    assert not itr._consumer.is_alive()

@@ -191,6 +191,7 @@ def test_vocab_size_too_large_is_explained_and_cleaned_up(tiny_options):
         ({"valid_docs": 1}, ValueError, "either --valid files or --valid-docs"),
         ({"valid": [], "valid_docs": 1}, ValueError, "cannot hold out 1 documents.*only 1"),
         ({"test": ["missing.txt"]}, FileNotFoundError, "input file not found: missing.txt"),
+        ({"train": ["."]}, FileNotFoundError, r"input file is not a regular file: \.$"),
     ],
 )
 def test_invalid_options(tiny_options, change, error, message):

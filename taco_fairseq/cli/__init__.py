@@ -4,16 +4,20 @@
 """
 
 import argparse
+import math
 from typing import Callable
 
 
 def positive(kind: type, zero: bool = False) -> Callable[[str], object]:
-    """An argparse ``type``: a ``kind`` (``int`` or ``float``) value above 0 (with ``zero``, at
-    least 0); argparse reports others as "argument --OPTION: must be > 0, got VALUE"."""
+    """An argparse ``type``: a finite ``kind`` (``int`` or ``float``) value above 0 (with
+    ``zero``, at least 0); argparse reports others as "argument --OPTION: must be > 0, got
+    VALUE" (">= 0" with ``zero``; "must be finite" for inf and NaN)."""
 
     def parse(text: str):
         value = kind(text)
-        if not (value >= 0 if zero else value > 0):  # also NaN
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+        if not (value >= 0 if zero else value > 0):
             raise argparse.ArgumentTypeError(f"must be {'>=' if zero else '>'} 0, got {text}")
         return value
 

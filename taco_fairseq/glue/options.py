@@ -92,8 +92,8 @@ def runner_options(args, fairseq_args: Sequence[str]) -> RunnerOptions:
     """The :class:`RunnerOptions` of parsed options and the fairseq arguments after ``--``.
 
     Raises:
-        ValueError, FileNotFoundError: as :func:`parse_update_caps` and
-            :func:`selected_tasks`.
+        ValueError, FileNotFoundError: as :func:`parse_update_caps`, :func:`selected_tasks`
+            and :func:`.runner.check_update_caps`.
     """
     return RunnerOptions(
         data_dir=args.data, out_dir=args.out, pretraining_data=args.pretraining_data,

@@ -77,7 +77,8 @@ class RunnerOptions:
         pretraining_data: the checkpoints' pre-training data-bin, for the dictionary check
             (default: the one recorded in each checkpoint).
         fairseq_args: extra ``fairseq-train`` options for every run (``--fp16``,
-            ``--max-update N``, ``--cpu``, distributed options, ...); part of a run's settings.
+            ``--max-update N`` if no ``max_updates``, ``--cpu``, distributed options, ...);
+            part of a run's settings.
         cpu: predict on the CPU even with a GPU.
         keep_checkpoints: keep each run's ``checkpoint_best.pt`` (needed for test-set
             predictions); else it is deleted once the dev predictions are written.
@@ -87,7 +88,8 @@ class RunnerOptions:
             hyper-parameters but the run's grid point.
 
     Raises:
-        ValueError: ``max_updates`` together with ``--max-update`` in ``fairseq_args``.
+        ValueError: ``max_updates`` together with ``--max-update`` or ``--total-num-update``
+            in ``fairseq_args`` (:func:`check_update_caps`).
     """
 
     data_dir: Path
@@ -103,18 +105,23 @@ class RunnerOptions:
         check_update_caps(self.max_updates, self.fairseq_args)
 
 
+#: fairseq options that caps per task set themselves (:func:`.recipes.finetune_args`).
+CAPPED_OPTIONS = ("--max-update", "--total-num-update")
+
+
 def check_update_caps(max_updates: Dict[str, int], fairseq_args: Sequence[str]) -> None:
-    """Refuse caps per task together with fairseq's ``--max-update``, which would stop runs
-    without shortening their learning-rate schedules.
+    """Refuse caps per task together with fairseq's ``--max-update`` (it would stop runs without
+    shortening their learning-rate schedules) or ``--total-num-update`` (the schedule's length).
 
     Raises:
-        ValueError: both are given.
+        ValueError: caps and one of these options are both given.
     """
-    if max_updates and any(arg.split("=")[0] == "--max-update" for arg in fairseq_args):
+    given = [arg.split("=")[0] for arg in fairseq_args if arg.split("=")[0] in CAPPED_OPTIONS]
+    if max_updates and given:
         raise ValueError(
-            "caps per task (TASK=N) and fairseq's --max-update among the fairseq options both "
-            "cap the updates; keep the caps per task only (they also end the learning-rate "
-            "schedule at the cap)")
+            f"caps per task (TASK=N) and fairseq's {given[0]} among the fairseq options both "
+            "cap the updates; keep the caps per task only (they stop the runs at the cap and "
+            "end the learning-rate schedule there)")
 
 
 def plan_runs(

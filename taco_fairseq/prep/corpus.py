@@ -83,17 +83,27 @@ class FileStats:
     undecodable_lines: int = 0
 
 
-def open_binary(path: PathLike) -> BinaryIO:
-    """Open ``path`` for reading bytes, decompressing ``.xz`` and ``.gz`` files on the fly.
+def check_input_file(path: PathLike) -> Path:
+    """``path`` as a ``Path``, checked to be an existing regular file.
 
     Raises:
-        FileNotFoundError: if the file does not exist or is no regular file (the message
-            names it).
+        FileNotFoundError: "input file not found: PATH", or "input file is not a regular file:
+            PATH" (e.g. a directory).
     """
     path = Path(path)
     if not path.is_file():
         problem = "is not a regular file" if path.exists() else "not found"
         raise FileNotFoundError(f"input file {problem}: {path}")
+    return path
+
+
+def open_binary(path: PathLike) -> BinaryIO:
+    """Open ``path`` for reading bytes, decompressing ``.xz`` and ``.gz`` files on the fly.
+
+    Raises:
+        FileNotFoundError: from :func:`check_input_file`.
+    """
+    path = check_input_file(path)
     if path.suffix == ".xz":
         return lzma.open(path, "rb")
     if path.suffix == ".gz":

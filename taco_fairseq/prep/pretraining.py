@@ -41,6 +41,7 @@ from tqdm import tqdm
 
 from .. import __version__
 from .binarize import DatasetWriter
+from .corpus import check_input_file
 from .documents import count_documents, move_last_documents, write_documents
 from .vocabulary import train_sentencepiece, write_fairseq_dict
 
@@ -245,12 +246,8 @@ def _check_inputs(options: PrepareOptions) -> Dict[str, List[Path]]:
     if bool(options.valid) == bool(options.valid_docs):
         raise ValueError("give either --valid files or --valid-docs N (exactly one of them)")
     inputs = {"train": options.train, "valid": options.valid, "test": options.test}
-    inputs = {split: [Path(f) for f in files] for split, files in inputs.items() if files}
-    for files in inputs.values():
-        for path in files:
-            if not path.is_file():
-                raise FileNotFoundError(f"input file not found: {path}")
-    return inputs
+    return {split: [check_input_file(f) for f in files] for split, files in inputs.items()
+            if files}
 
 
 def _prepare_destdir(destdir: Path, force: bool) -> None:

@@ -53,7 +53,7 @@ def load_lazily(path) -> dict:
     """
     try:
         state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    except RuntimeError:  # not in the zip format that mmap needs
+    except (RuntimeError, OSError):  # not in the zip format that mmap needs, or cut short
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as e:  # EOFError, UnpicklingError, KeyError, ... for such files

@@ -5,7 +5,7 @@
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, NamedTuple, Optional, Union
+from typing import Dict, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -163,7 +163,7 @@ class TacoLosses(NamedTuple):
 
     mlm_loss: Tensor
     tc_loss: Tensor
-    tc_correct: Union[Tensor, int]
+    tc_correct: Tensor
     num_anchors: int
     sample_size: Tensor
     skipped: int
@@ -238,8 +238,11 @@ class TacoLoss(MlmLoss):
         taco = sample["taco"]
         cross_worker = isinstance(taco, CrossWorkerTacoBatch)
         skipped = int(getattr(taco, "skipped", False))
-        no_tc = TacoLosses(mlm.loss, mlm.loss.new_zeros((), dtype=torch.float32), 0, 0,
-                           mlm.sample_size, skipped, mlm.logging_output)
+        # the same types with and without a TC term: fairseq's all_reduce_dict reduces Python
+        # numbers and tensors in separate buffers, which must match across workers
+        no_tc = TacoLosses(mlm.loss, mlm.loss.new_zeros((), dtype=torch.float32),
+                           mlm.loss.new_zeros((), dtype=torch.long), 0, mlm.sample_size, skipped,
+                           mlm.logging_output)
         # cross-worker batches join the all-gather even without anchors of their own
         if len(taco.anchor) == 0 and not cross_worker:
             return no_tc

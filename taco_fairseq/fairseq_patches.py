@@ -4,6 +4,8 @@
   removed in numpy 2); numpy itself is unchanged.
 * ``checkpoint_utils.load_checkpoint`` goes first through
   :func:`taco_fairseq.checkpoints.restore_config`, for every task.
+* ``distributed.utils._broadcast_object_slow``, with which rank 0 sends the checkpoint it
+  loaded to the other data-parallel ranks, unpickles also :data:`BROADCAST_GLOBALS`.
 * At exit, the read-ahead threads of ``BufferedIterator`` are stopped and joined: a daemon
   thread still collating inside torch when the interpreter finalizes aborts the process
   ("terminate called without an active exception", status 134).
@@ -18,9 +20,22 @@ import threading
 import time
 import types
 
+import collections
+import typing
+
 import numpy as np
+import torch
 from fairseq import checkpoint_utils
 from fairseq.data import iterators, language_pair_dataset, token_block_dataset
+from fairseq.distributed import utils as distributed_utils
+from omegaconf import AnyNode, DictConfig, ListConfig
+from omegaconf.base import ContainerMetadata, Metadata
+
+#: What ``broadcast_object`` pickles of a checkpoint loaded by fairseq's
+#: ``load_checkpoint_to_cpu`` beyond :data:`taco_fairseq.checkpoints.SAFE_GLOBALS`: its ``cfg``,
+#: made an omegaconf ``DictConfig``, and fairseq's placeholders of the tensors it sends apart.
+BROADCAST_GLOBALS = [DictConfig, ListConfig, AnyNode, ContainerMetadata, Metadata, typing.Any,
+                     collections.defaultdict, dict, list, int, distributed_utils._TensorPlaceholder]
 
 
 class _NumpyWithCompatLong(types.ModuleType):
@@ -61,6 +76,15 @@ def apply() -> None:
         for module in (token_block_dataset, language_pair_dataset):
             if module.np is np:
                 module.np = _NumpyWithCompatLong("numpy")
+    broadcast = distributed_utils._broadcast_object_slow
+    if not getattr(broadcast, "checked_by_taco_fairseq", False):
+        @functools.wraps(broadcast)
+        def broadcast_object_slow(*args, **kwargs):
+            with torch.serialization.safe_globals(BROADCAST_GLOBALS):
+                return broadcast(*args, **kwargs)
+
+        broadcast_object_slow.checked_by_taco_fairseq = True
+        distributed_utils._broadcast_object_slow = broadcast_object_slow
     original = checkpoint_utils.load_checkpoint
     if getattr(original, "checked_by_taco_fairseq", False):
         return

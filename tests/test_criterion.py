@@ -127,6 +127,12 @@ def test_single_sequence_batch_skips_tc(synthetic_databin):
     assert log["tc_skipped"] == 1 and log["tc_anchors"] == 0
     assert float(log["tc_loss"]) == 0.0 and torch.isfinite(loss)
     loss.backward()
+    # the same keys and kinds as a batch with a TC term: fairseq's all_reduce_dict reduces
+    # tensors and Python numbers in separate buffers, whose sizes must match on all workers
+    _, _, full = criterion(model, first_batch(task, batch_size=4))
+    assert full["tc_anchors"] > 0
+    kinds = {key: torch.is_tensor(value) for key, value in log.items()}
+    assert kinds == {key: torch.is_tensor(value) for key, value in full.items()}
 
 
 @pytest.mark.parametrize("positions", ["masked", "unmasked"])

@@ -72,6 +72,16 @@ def test_two_processes_equal_one_process_with_update_freq_2(synthetic_databin, t
         torch.testing.assert_close(gradients[two][name], g, rtol=1e-5, atol=1e-6 * scale)
 
 
+def test_two_processes_resume_from_their_last_checkpoint(synthetic_databin, tmp_path):
+    """Rank 0 loads checkpoint_last.pt and fairseq broadcasts it, its cfg by then a
+    DictConfig, to rank 1, which unpickles it weights-only (before the patch: "Unsupported
+    global: GLOBAL omegaconf.dictconfig.DictConfig" on rank 1)."""
+    fairseq_train_ranks(_sgd_args(synthetic_databin, tmp_path, "--max-update", "1"))
+    rank0, rank1 = fairseq_train_ranks(_sgd_args(synthetic_databin, tmp_path))
+    assert "Loaded checkpoint" in rank0 and "(epoch 1 @ 1 updates)" in rank0
+    assert [r["num_updates"] for r in _train_records(rank0)] == ["2"]
+
+
 @pytest.fixture(scope="module")
 def ddp_results(synthetic_databin):
     return [rank["ddp-variants"] for rank in worker_results(synthetic_databin)]

@@ -82,16 +82,20 @@ def test_embedding_similarity_command(trained_checkpoint, tiny_databin, tmp_path
 def test_learning_dynamics_command(trained_checkpoint, mlm_run, tiny_databin, wikitext_test,
                                    tmp_path):
     out = tmp_path / "figures"
+    out.mkdir()
+    (out / "stale.txt").write_text("an earlier file\n")  # not written now: not reported
     result = run_script(
         "learning_dynamics.py", mlm_run, trained_checkpoint, "--data-bin", tiny_databin,
         "--corpus", wikitext_test, "--max-lines", "200", "--sentences", "30",
         "--wordsim", WORDSIM, "--device", "cpu", "--output-dir", out,
     )
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in out.iterdir()) == [
-        "contextual_score.csv", "contextual_score.png", "embedding_similarity.csv",
-        "embedding_similarity.png", "embedding_similarity_pairs.csv", "intra_inter.png",
-        "online_context_similarity.png"]
+    written = ["contextual_score.csv", "contextual_score.png", "embedding_similarity.csv",
+               "embedding_similarity.png", "embedding_similarity_pairs.csv", "intra_inter.png",
+               "online_context_similarity.png"]
+    assert sorted(line.split("/")[-1] for line in result.stdout.splitlines()
+                  if line.startswith("wrote ")) == written
+    assert sorted(p.name for p in out.iterdir()) == sorted(written + ["stale.txt"])
     for png in out.glob("*.png"):
         _image(png)
     assert {r["run"] for r in _rows(out / "embedding_similarity.csv")} == {

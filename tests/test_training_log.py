@@ -54,3 +54,30 @@ def test_the_command_names_metrics_the_log_does_not_have(tmp_path, capsys):
         main([str(log), "--metrics", "mlm_loss", "tc_acc"])
     error = capsys.readouterr().err
     assert "--metrics tc_acc: not in the train_inner records" in error and "mlm_loss" in error
+
+
+def test_validation_table_by_default_shows_the_prefixed_metrics(tmp_path, capsys):
+    from taco_fairseq.cli.training_log import main
+
+    log = tmp_path / "train.log"
+    log.write_text(LOG.replace('"valid_loss": "14.121"',
+                               '"valid_loss": "14.121", "valid_mlm_loss": "9.5"'))
+    main([str(log), "--kind", "valid"])
+    assert [line.split() for line in capsys.readouterr().out.splitlines()] == [
+        ["num_updates", "valid_mlm_loss"], ["30", "9.5"]]
+
+
+def test_the_online_figure_draws_an_update_logged_twice_once(tmp_path, monkeypatch):
+    from taco_fairseq.analysis import figures
+
+    record = ('2026-11-29 22:10:45 | INFO | train_inner | {{"intra_context_cos": "{0}", '
+              '"inter_context_cos": "0.1", "contextual_score": "0.2", "num_updates": "{1}"}}')
+    first_run = [record.format(0.5, n) for n in (1, 2, 3)]
+    resumed = [record.format(0.7, n) for n in (3, 4)]  # resumed from the checkpoint at 2
+    drawn = {}
+    monkeypatch.setattr(figures, "_finish", lambda fig, axes, path: drawn.update(
+        {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+         for line in axes[0].get_lines()}))
+    figures.plot_online_diagnostics({"run": parse_json_log(first_run + resumed)},
+                                    tmp_path / "online.png")
+    assert drawn == {"run": ([1, 2, 3, 4], [0.5, 0.5, 0.7, 0.7])}

@@ -20,6 +20,8 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
+from .training_log import latest_per_update, update_count  # noqa: E402
+
 PathLike = Union[str, Path]
 
 #: Online diagnostics in a fairseq json log: (metric, label); valid records carry ``valid_``.
@@ -118,7 +120,7 @@ def plot_embedding_similarity(rows: Sequence[Mapping], path: PathLike) -> None:
 def plot_online_diagnostics(logs: Mapping[str, Sequence[Mapping]], path: PathLike) -> None:
     """The online diagnostics of training logs: one panel per metric of
     :data:`ONLINE_METRICS`, a line per run for training records (``train_inner``) and markers
-    for validation (``valid``).
+    for validation (``valid``); an update logged twice is drawn once, with its later record.
 
     Args:
         logs: run -> records of :func:`taco_fairseq.analysis.training_log.parse_json_log`.
@@ -132,8 +134,9 @@ def plot_online_diagnostics(logs: Mapping[str, Sequence[Mapping]], path: PathLik
     for index, (run, records) in enumerate(logs.items()):
         for ax, (metric, label) in zip(axes, ONLINE_METRICS):
             for kind, prefix, style in (("train_inner", "", "-"), ("valid", "valid_", "o")):
-                points = [(r[prefix + "num_updates"], r[prefix + metric]) for r in records
-                          if r["kind"] == kind and _finite(r.get(prefix + metric))]
+                points = [(update_count(r), r[prefix + metric])
+                          for r in latest_per_update(records, kind)
+                          if _finite(r.get(prefix + metric))]
                 if points:
                     drawn = True
                     ax.plot(*zip(*points), style, color=f"C{index}",

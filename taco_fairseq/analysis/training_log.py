@@ -42,22 +42,30 @@ def _number(value):
         return value
 
 
-def format_table(records: Sequence[Dict], columns: Sequence[str], kind: str = "train_inner") -> str:
-    """A plain-text table of ``columns`` (``num_updates`` first) for the records of ``kind``.
+def update_count(record: Dict):
+    """The update count of a record: ``num_updates`` of ``train_inner`` records,
+    ``valid_num_updates`` / ``train_num_updates`` of ``valid`` / ``train`` records (fairseq
+    prefixes them); None if it has none."""
+    return record.get(f"{record['kind']}_num_updates", record.get("num_updates"))
 
-    The update count is ``num_updates`` of ``train_inner`` records and ``valid_num_updates`` /
-    ``train_num_updates`` of ``valid`` / ``train`` records (fairseq prefixes them). An update
-    count logged twice (a resumed run appending to the log of the run it continues logs the
-    updates after its checkpoint again) is one row, with the later record. Missing values print
-    as ``-``.
-    """
+
+def latest_per_update(records: Sequence[Dict], kind: str) -> List[Dict]:
+    """The records of ``kind``, one per update count in the order they first appear: where an
+    update is logged twice (a resumed run appending to the log of the run it continues logs
+    the updates after its checkpoint again), the later record."""
     rows = {}
     for record in (r for r in records if r["kind"] == kind):
-        updates = record.get(f"{kind}_num_updates", record.get("num_updates"))
+        updates = update_count(record)
         rows[id(record) if updates is None else updates] = record
+    return list(rows.values())
+
+
+def format_table(records: Sequence[Dict], columns: Sequence[str], kind: str = "train_inner") -> str:
+    """A plain-text table of ``columns`` (``num_updates`` first) for the records of ``kind``, a
+    row per update count (:func:`latest_per_update`); missing values print as ``-``."""
     header = ["num_updates", *columns]
-    body = [[_cell(r.get(f"{kind}_num_updates", r.get("num_updates")))]
-            + [_cell(r.get(c)) for c in columns] for r in rows.values()]
+    body = [[_cell(update_count(r))] + [_cell(r.get(c)) for c in columns]
+            for r in latest_per_update(records, kind)]
     widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h)
               for i, h in enumerate(header)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]

@@ -44,16 +44,22 @@ def main(argv=None):
     parser.add_argument("--output-dir", type=Path, required=True)
     args, (logs, scores, similarity) = run_command(parser, _analyses, argv)
     out = args.output_dir
-    figures.write_csv(scores, out / "contextual_score.csv")
-    figures.plot_contextual_score(scores, out / "contextual_score.png")
-    figures.plot_intra_inter(scores, out / "intra_inter.png")
-    figures.write_csv(similarity.summary, out / "embedding_similarity.csv")
-    figures.write_csv(similarity.pairs, out / "embedding_similarity_pairs.csv")
-    figures.plot_embedding_similarity(similarity.summary, out / "embedding_similarity.png")
+    writes = [
+        (figures.write_csv, scores, "contextual_score.csv"),
+        (figures.plot_contextual_score, scores, "contextual_score.png"),
+        (figures.plot_intra_inter, scores, "intra_inter.png"),
+        (figures.write_csv, similarity.summary, "embedding_similarity.csv"),
+        (figures.write_csv, similarity.pairs, "embedding_similarity_pairs.csv"),
+        (figures.plot_embedding_similarity, similarity.summary, "embedding_similarity.png"),
+    ]
     if logs:
-        figures.plot_online_diagnostics(logs, out / "online_context_similarity.png")
-    for path in sorted(out.iterdir()):
-        print(f"wrote {path}")
+        writes.append((figures.plot_online_diagnostics, logs, "online_context_similarity.png"))
+    else:
+        print("no training log (RUN/train.log, or --logs; under fairseq-hydra-train "
+              "hydra_train.log): online_context_similarity.png is not drawn")
+    for write, data, name in writes:
+        write(data, out / name)
+        print(f"wrote {out / name}")
 
 
 def _analyses(args):

@@ -12,6 +12,7 @@
 """
 
 import atexit
+import collections
 import contextlib
 import functools
 import logging
@@ -19,8 +20,6 @@ import queue
 import threading
 import time
 import types
-
-import collections
 import typing
 
 import numpy as np

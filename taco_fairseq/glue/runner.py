@@ -116,7 +116,8 @@ def check_update_caps(max_updates: Dict[str, int], fairseq_args: Sequence[str]) 
     Raises:
         ValueError: caps and one of these options are both given.
     """
-    given = [arg.split("=")[0] for arg in fairseq_args if arg.split("=")[0] in CAPPED_OPTIONS]
+    given = [name for name in (arg.split("=")[0] for arg in fairseq_args)
+             if name in CAPPED_OPTIONS]
     if max_updates and given:
         raise ValueError(
             f"caps per task (TASK=N) and fairseq's {given[0]} among the fairseq options both "

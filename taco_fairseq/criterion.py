@@ -3,7 +3,6 @@
 ``sentence_prediction`` whose GLUE metrics survive data-parallel validation)."""
 
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, NamedTuple, Optional
 
@@ -298,21 +297,18 @@ class TacoLoss(MlmLoss):
                 + _bits(logging_outputs, "weighted_tc_loss", _total(logging_outputs, "tc_anchors")))
 
 
-_CONFUSION = "_cm_"
-_MOMENTS = ("_reg_n", "_reg_x", "_reg_y", "_reg_xx", "_reg_yy", "_reg_xy")
-
-
 @register_criterion("sentence_prediction_summable", dataclass=SentencePredictionConfig)
 class SummableSentencePredictionCriterion(SentencePredictionCriterion):
     """fairseq's ``sentence_prediction`` whose GLUE metrics survive data-parallel validation:
-    instead of lists of predictions, which fairseq cannot sum over workers, it logs a count per
-    (gold, predicted) label pair (``_cm_*``: ``mcc``, ``f1`` of label 1, ``acc_and_f1``) or the
-    float64 moments n, Σx, Σy, Σx², Σy², Σxy (``_reg_*``: ``pearson``), all metrics in points.
-
-    Spearman's needs all ranks: the GLUE runner computes it from the dev predictions.
+    instead of lists of predictions, which fairseq cannot sum over workers, it logs the counts
+    ``_confusion[gold, predicted]`` (``[classes, classes]``, indexed by the integer labels; for
+    ``mcc``, ``f1`` of label 1, ``acc_and_f1``) or the float64 moments ``_moments`` = (n, Σx,
+    Σy, Σx², Σy², Σxy) (``pearson``), all metrics in points. Spearman's needs all ranks: the
+    GLUE runner computes it from the dev predictions.
 
     Raises:
-        ValueError: ``--report-mcc``/``--report-acc-and-f1`` with non-integer class labels.
+        ValueError: ``--report-mcc``/``--report-acc-and-f1`` with class labels that are not
+            integers >= 0.
     """
 
     def __init__(self, cfg: SentencePredictionConfig, task):
@@ -320,61 +316,55 @@ class SummableSentencePredictionCriterion(SentencePredictionCriterion):
         if self.keep_pred_and_targ and not self.regression_target:
             nspecial = self.label_dict.nspecial
             symbols = self.label_dict.symbols[nspecial:nspecial + task.cfg.num_classes]
-            try:
-                self.label_values = sorted(int(s) for s in symbols)
-            except ValueError:
+            if not all(s.isdecimal() for s in symbols):
                 raise ValueError("--report-mcc/--report-acc-and-f1 need integer class labels "
-                                 f"(as GLUE's CoLA, MRPC, QQP); the label dictionary has "
-                                 f"{symbols}") from None
+                                 f">= 0 (as GLUE's CoLA, MRPC, QQP); the label dictionary has "
+                                 f"{symbols}")
+            self.num_labels = max(int(s) for s in symbols) + 1
 
     def forward(self, model, sample, reduce=True):
         """As fairseq's ``sentence_prediction``, the prediction/target lists replaced by
         summable statistics."""
         loss, sample_size, logging_output = super().forward(model, sample, reduce)
-        pred = logging_output.pop("pred", None)
-        targ = logging_output.pop("targ", None)
-        if pred is not None and self.regression_target:
-            x, y = (torch.tensor(v, dtype=torch.float64) for v in (pred, targ))
-            moments = (len(pred), x.sum(), y.sum(), (x * x).sum(), (y * y).sum(), (x * y).sum())
-            logging_output.update({key: float(v) for key, v in zip(_MOMENTS, moments)})
-        elif pred is not None:
-            # every pair is logged, zeros included: all workers must log the same keys
-            counts = Counter(zip(targ, pred))
-            logging_output.update({f"{_CONFUSION}{g}_{p}": counts[g, p]
-                                   for g in self.label_values for p in self.label_values})
+        if "pred" in logging_output:
+            pred, targ = logging_output.pop("pred"), logging_output.pop("targ")
+            if self.regression_target:
+                x, y = (torch.tensor(v, dtype=torch.float64) for v in (pred, targ))
+                logging_output["_moments"] = torch.stack(
+                    [x.new_tensor(len(x)), x.sum(), y.sum(), x @ x, y @ y, x @ y])
+            else:
+                pairs = torch.tensor(targ, dtype=torch.long) * self.num_labels + torch.tensor(
+                    pred, dtype=torch.long)
+                logging_output["_confusion"] = torch.bincount(
+                    pairs, minlength=self.num_labels ** 2).view(self.num_labels, -1)
         return loss, sample_size, logging_output
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         """fairseq's loss and accuracy, plus ``mcc``/``f1``/``acc_and_f1``/``pearson`` from
-        the summed statistics (hidden ``_cm_*``/``_reg_*`` meters)."""
+        the summed statistics (hidden ``_confusion``/``_moments`` meters)."""
         super().reduce_metrics(logging_outputs)
-        if not logging_outputs:
-            return
-        keys = [k for k in logging_outputs[0] if k.startswith(_CONFUSION) or k in _MOMENTS]
-        for key in keys:
-            metrics.log_scalar(key, sum(float(log.get(key, 0)) for log in logging_outputs))
+        keys = {key for log in logging_outputs for key in log}
+        for key in keys & {"_confusion", "_moments"}:
+            metrics.log_scalar(key, sum(log[key] for log in logging_outputs if key in log))
 
-        def reported(flag):
-            return any(log.get(flag, False) for log in logging_outputs)
+        def reported(flag, key):
+            return key in keys and any(log.get(flag, False) for log in logging_outputs)
 
-        if keys and keys[0].startswith(_CONFUSION):
-            if reported("report_mcc"):
-                metrics.log_derived("mcc", lambda m: _confusion_metric(m, "mcc"))
-            if reported("report_acc_and_f1"):
-                metrics.log_derived("f1", lambda m: _confusion_metric(m, "f1"))
-                metrics.log_derived("acc_and_f1", lambda m: (
-                    _confusion_metric(m, "f1") + _confusion_metric(m, "accuracy")) / 2)
-        elif keys and reported("report_pearson_and_spearman"):
+        if reported("report_mcc", "_confusion"):
+            metrics.log_derived("mcc", lambda m: _confusion_metric(m, "mcc"))
+        if reported("report_acc_and_f1", "_confusion"):
+            metrics.log_derived("f1", lambda m: _confusion_metric(m, "f1"))
+            metrics.log_derived("acc_and_f1", lambda m: (
+                _confusion_metric(m, "f1") + _confusion_metric(m, "accuracy")) / 2)
+        if reported("report_pearson_and_spearman", "_moments"):
             metrics.log_derived("pearson",
-                                lambda m: pearson_from_moments(*(m[k].sum for k in _MOMENTS)))
+                                lambda m: pearson_from_moments(*m["_moments"].sum.tolist()))
 
 
 def _confusion_metric(meters, name):
-    pairs = [k[len(_CONFUSION):].split("_") for k in meters if k.startswith(_CONFUSION)]
-    values = sorted({int(gold) for gold, _ in pairs})
-    confusion = np.array([[meters[f"{_CONFUSION}{g}_{p}"].sum for p in values] for g in values])
-    positive = values.index(1) if 1 in values else None  # F1 of label 1, as fairseq's
+    confusion = meters["_confusion"].sum.cpu().numpy()
+    positive = 1 if len(confusion) > 1 else None  # F1 of label 1, as fairseq's
     return confusion_metrics(confusion, positive).get(name, float("nan"))
 
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,12 +15,14 @@ from fairseq.criterions.sentence_prediction import (
     SentencePredictionConfig,
     SentencePredictionCriterion,
 )
+from fairseq.data import Dictionary
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.logging import metrics
 from scipy.stats import pearsonr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from conftest import USER_DIR, first_batch
+from taco_fairseq.criterion import SummableSentencePredictionCriterion
 from taco_fairseq.glue.predict import FinetunedModel
 from taco_fairseq.glue.recipes import Hyperparameters, finetune_args
 from taco_fairseq.glue.runner import selected_validation
@@ -114,6 +117,16 @@ def test_pearson_is_exact_across_workers(glue_databin, trained_checkpoint):
     logged, pred, targ = two_workers(task, model, criterion)
     assert logged["pearson"] == pytest.approx(100 * pearsonr(pred, targ)[0], rel=1e-9)
     assert "spearman" not in logged
+
+
+@pytest.mark.parametrize("labels", [("entailment", "not_entailment"), ("0", "-1")])
+def test_mcc_refuses_labels_that_are_not_integers_from_0(labels):
+    dictionary = Dictionary()
+    for label in labels:
+        dictionary.add_symbol(label)
+    task = SimpleNamespace(label_dictionary=dictionary, cfg=SimpleNamespace(num_classes=2))
+    with pytest.raises(ValueError, match="integer class labels >= 0"):
+        SummableSentencePredictionCriterion(SentencePredictionConfig(report_mcc=True), task)
 
 
 def test_two_process_validation(glue_databin, trained_checkpoint, tmp_path):

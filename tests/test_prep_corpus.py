@@ -1,13 +1,16 @@
 """Reading raw corpus files: compression, decoding, documents, Gutenberg boilerplate, errors."""
 
 import gzip
+import io
 import logging
 import lzma
+import random
 import re
 
 import pytest
 
-from taco_fairseq.prep.corpus import FileStats, read_document_lines
+from taco_fairseq.prep import corpus
+from taco_fairseq.prep.corpus import FileStats, read_document_lines, split_lines
 
 
 def _read(path, **kwargs):
@@ -81,6 +84,37 @@ def test_whitespace_is_normalized(tmp_path):
     path = tmp_path / "spaces.txt"
     path.write_text("\ufeff  a\tb\u00a0 c \u2028d  \r\n\r\n\x0b\ne\x1cf\n", encoding="utf-8")
     assert _read(path)[0] == ["a b c d", "e f"]
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".txt.xz"])
+def test_cr_only_line_ends_give_the_lines_of_lf_and_crlf(tmp_path, suffix):
+    """Classic Mac OS text (CR only) is split into lines as LF and CRLF text (universal
+    newlines), not read as one line."""
+    text = '<doc id="1" url="u" title="One">\nOne\n\nFirst line.\n</doc>\n' \
+        '<doc id="2" url="u" title="Two">\nTwo\nSecond line.\n\n\nLast line.\n</doc>\n'
+    compress = lzma.compress if suffix == ".txt.xz" else bytes
+    results = {}
+    for name, end in (("lf", "\n"), ("crlf", "\r\n"), ("cr", "\r")):
+        path = tmp_path / f"{name}{suffix}"
+        path.write_bytes(compress(("\ufeff" + text.replace("\n", end)).encode("utf-8")))
+        lines, stats = _read(path)
+        results[name] = lines, (stats.format, stats.docs, stats.lines, stats.read_lines)
+    assert results["cr"] == results["crlf"] == results["lf"] == (
+        ["One", "First line.", "", "Two", "Second line.", "Last line."],
+        ("wikiextractor", 2, 5, 9),
+    )
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 2, 3, 7, 1 << 20])
+def test_split_lines_is_universal_newlines_across_chunk_boundaries(monkeypatch, chunk_bytes):
+    """Lines (ends kept) as ``bytes.splitlines`` gives them for the whole stream, however the
+    reads cut it, also a \\r\\n cut between two reads."""
+    monkeypatch.setattr(corpus, "READ_CHUNK_BYTES", chunk_bytes)
+    rng = random.Random(0)
+    data = bytes(rng.choice(b"ab\r\n") for _ in range(2000)) + b"\r"
+    assert list(split_lines(io.BytesIO(data))) == data.splitlines(keepends=True)
+    assert list(split_lines(io.BytesIO(b"a\r\nb"))) == [b"a\r\n", b"b"]
+    assert list(split_lines(io.BytesIO(b""))) == []
 
 
 def test_undecodable_bytes_are_replaced_and_counted(tmp_path, caplog):

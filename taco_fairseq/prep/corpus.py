@@ -14,10 +14,12 @@ What a file becomes:
   warning. A file where more than :data:`MAX_UNDECODABLE_SHARE` of the non-blank lines are
   such lines (a binary file, text in another encoding) is refused, and so is a file that starts
   with a UTF-16 byte-order mark.
-* **Lines** are split at ``\\n``; every run of whitespace (``str.split``: CR, tabs, non-breaking
-  and other Unicode spaces) becomes one ASCII space and the ends are stripped, so the pieces of
-  a line never contain a character that fairseq's tokenizer would split on. Empty lines are
-  dropped.
+* **Lines** are split as universal newlines split them: at ``\\n``, ``\\r\\n`` and a lone ``\\r``,
+  so LF (Unix), CRLF (Windows) and CR-only (classic Mac OS) files give the same lines; every
+  run of whitespace (``str.split``: tabs, non-breaking and other Unicode spaces, and the
+  vertical tab, form feed and Unicode line separators, at which lines are not split) becomes
+  one ASCII space and the ends are stripped, so the pieces of a line never contain a
+  character that fairseq's tokenizer would split on. Empty lines are dropped.
 * **Documents**: a file is one document, except WikiExtractor output (the first non-empty line
   starts with ``<doc ``), where each ``<doc ...>`` ... ``</doc>`` block is one document and the
   markup lines are dropped (the title line that follows ``<doc>`` is kept as text).
@@ -36,7 +38,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Optional, Union
+from typing import BinaryIO, Iterable, Iterator, List, Optional, Union
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +48,8 @@ PathLike = Union[str, Path]
 GUTENBERG_HEADER_MAX_LINES = 1000
 #: A file with a larger share of undecodable non-blank lines is not taken for UTF-8 text.
 MAX_UNDECODABLE_SHARE = 0.5
+#: Bytes read at a time by :func:`split_lines`.
+READ_CHUNK_BYTES = 1 << 20
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
@@ -111,6 +115,36 @@ def open_binary(path: PathLike) -> BinaryIO:
     return open(path, "rb")
 
 
+def split_lines(f: BinaryIO) -> Iterator[bytes]:
+    """Yield the lines of a byte stream as universal newlines split them, line ends kept.
+
+    A line ends at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (``bytes.splitlines``, whose only line
+    ends these are); the stream is read :data:`READ_CHUNK_BYTES` at a time, so memory holds
+    one chunk and one line, also for a CR-only file. In UTF-8 these bytes occur only as those
+    characters.
+    """
+    line: List[bytes] = []  # the pieces of the line not yet yielded
+    while chunk := f.read(READ_CHUNK_BYTES):
+        if line and line[-1].endswith(b"\r"):  # the last chunk ended with \r: \r\n or a lone \r
+            if chunk.startswith(b"\n"):
+                line.append(b"\n")
+                chunk = chunk[1:]
+            yield b"".join(line)
+            line = []
+        pieces = chunk.splitlines(keepends=True)
+        for piece in pieces[:-1]:
+            line.append(piece)
+            yield b"".join(line)
+            line = []
+        if pieces:
+            line.append(pieces[-1])
+            if pieces[-1].endswith(b"\n"):
+                yield b"".join(line)
+                line = []
+    if line:
+        yield b"".join(line)
+
+
 def read_lines(path: PathLike, stats: FileStats) -> Iterator[str]:
     """Yield the lines of a text file, decoded and whitespace-normalized (see the module doc).
 
@@ -124,7 +158,7 @@ def read_lines(path: PathLike, stats: FileStats) -> Iterator[str]:
     """
     with open_binary(path) as f:
         try:
-            for number, raw in enumerate(f):
+            for number, raw in enumerate(split_lines(f)):
                 if number == 0 and raw.startswith(_UTF16_BOMS):
                     raise ValueError(
                         f"{path}: the file is UTF-16 text (it starts with a UTF-16 byte-order "

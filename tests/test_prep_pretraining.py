@@ -154,6 +154,22 @@ def test_cli_names_a_missing_input(tmp_path, wikitext_test):
     assert not (tmp_path / "out").exists()
 
 
+def test_cli_refuses_a_file_given_twice(tmp_path, wikitext_test):
+    """The same file twice in --train (once through a symbolic link): with --valid-docs its
+    documents held out for validation would also stay in train."""
+    link = tmp_path / "same.raw.xz"
+    link.symlink_to(wikitext_test)
+    result = run_script(
+        "prepare_pretraining_data.py", "--train", wikitext_test, link, "--valid-docs", "1",
+        "--destdir", tmp_path / "out",
+    )
+    assert result.returncode == 1
+    assert (f"error: --train: {link} is given twice (as {wikitext_test} and {link}); give "
+            "each file once") in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture
 def tiny_options(tmp_path, wikitext_test):
     """Train on the first 40 WikiText lines (one document); validate on the same lines."""
@@ -198,5 +214,15 @@ def test_invalid_options(tiny_options, change, error, message):
     for name, value in change.items():
         setattr(tiny_options, name, value)
     with pytest.raises(error, match=message):
+        prepare_pretraining_data(tiny_options)
+    assert not tiny_options.destdir.exists()
+
+
+@pytest.mark.parametrize("split", ["valid", "test"])
+def test_a_file_twice_in_valid_or_test_is_refused(tiny_options, wikitext_test, split):
+    again = wikitext_test.parent / ".." / wikitext_test.parent.name / wikitext_test.name
+    setattr(tiny_options, split, [wikitext_test, again])
+    message = f"--{split}: {again} is given twice (as {wikitext_test} and {again}); give each"
+    with pytest.raises(ValueError, match=re.escape(message)):
         prepare_pretraining_data(tiny_options)
     assert not tiny_options.destdir.exists()

@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     files = parser.add_argument_group("splits (a document is a file, or a <doc> of WikiExtractor)")
     files.add_argument(
-        "--train", nargs="+", type=Path, required=True, metavar="FILE", help="training text"
+        "--train", nargs="+", type=Path, required=True, metavar="FILE",
+        help="training text; here and in --valid/--test each file once",
     )
     valid = files.add_mutually_exclusive_group(required=True)
     valid.add_argument(

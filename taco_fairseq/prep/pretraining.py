@@ -66,7 +66,8 @@ class PrepareOptions:
 
     Attributes:
         destdir: output directory.
-        train: training input files (plain, ``.xz`` or ``.gz``).
+        train: training input files (plain, ``.xz`` or ``.gz``); in each of ``train``,
+            ``valid`` and ``test`` a file (its resolved path) may occur once.
         valid: validation input files; exclusive with ``valid_docs``.
         test: optional test input files.
         valid_docs: hold out the last this many documents of the training input as the
@@ -114,9 +115,9 @@ def prepare_pretraining_data(options: PrepareOptions) -> dict:
     Raises:
         FileNotFoundError: an input file is missing (checked before any work).
         FileExistsError: ``destdir`` is not empty and ``force`` is not set.
-        ValueError: invalid split options, an input without text, a corrupt compressed
-            input, too few documents for ``valid_docs``, or a ``vocab_size`` that does not
-            fit the training text.
+        ValueError: invalid split options (e.g. the same file twice in one split), an input
+            without text, a corrupt compressed input, too few documents for ``valid_docs``,
+            or a ``vocab_size`` that does not fit the training text.
 
     On any error the outputs written so far are removed again.
     """
@@ -246,8 +247,27 @@ def _check_inputs(options: PrepareOptions) -> Dict[str, List[Path]]:
     if bool(options.valid) == bool(options.valid_docs):
         raise ValueError("give either --valid files or --valid-docs N (exactly one of them)")
     inputs = {"train": options.train, "valid": options.valid, "test": options.test}
-    return {split: [check_input_file(f) for f in files] for split, files in inputs.items()
-            if files}
+    inputs = {split: [check_input_file(f) for f in files] for split, files in inputs.items()
+              if files}
+    for split, files in inputs.items():
+        _refuse_repeated_files(split, files)
+    return inputs
+
+
+def _refuse_repeated_files(split: str, files: List[Path]) -> None:
+    """Raise a ValueError naming ``--split`` and the file if two of ``files`` resolve to the
+    same path (a file given twice would be read twice; with ``--valid-docs`` documents held
+    out for validation would stay in train as well)."""
+    seen: Dict[Path, Path] = {}
+    for path in files:
+        first = seen.setdefault(path.resolve(), path)
+        if first is not path:
+            spellings = f" (as {first} and {path})" if str(first) != str(path) else ""
+            raise ValueError(
+                f"--{split}: {path} is given twice{spellings}; give each file once (a file "
+                "given twice is read twice, and with --valid-docs the documents held out for "
+                "validation would also stay in train)"
+            )
 
 
 def _prepare_destdir(destdir: Path, force: bool) -> None:

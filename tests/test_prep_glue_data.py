@@ -36,11 +36,15 @@ def test_real_tasks_keep_every_row(glue_databin):
         task_dir = glue_databin / name
         expected = {"train": train, "valid": valid, "test": TEST_ROWS[name]}
         for split, rows in expected.items():
+            info = read_prep_info(task_dir)["splits"][split]
             for k in range(task.num_inputs):
-                assert dataset_rows(task_dir / f"input{k}" / split) == rows, (name, split, k)
+                dataset = data_utils.load_indexed_dataset(str(task_dir / f"input{k}" / split), None)
+                assert len(dataset) == rows, (name, split, k)
+                # tokens as the pre-training prep_info.json counts them: without each row's </s>
+                assert info[f"input{k}_tokens"] == int(dataset.sizes.sum()) - rows
             assert len(read_indices(task_dir, split)) == rows
-            assert read_prep_info(task_dir)["splits"][split]["rows"] == rows
-            assert read_prep_info(task_dir)["splits"][split]["malformed_rows"] == 0
+            assert info["rows"] == rows
+            assert info["malformed_rows"] == 0
         assert not (task_dir / "input1").exists() or task.num_inputs == 2
         for split in ("train", "valid"):
             if task.regression:

@@ -123,9 +123,13 @@ def test_cli_with_valid_and_test_files(tmp_path, head, wikipedia_aa, wikitext_te
 
     assert result.returncode == 0, result.stderr
     names = {p.name for p in destdir.iterdir()}
+    info = json.loads((destdir / "prep_info.json").read_text())
+    for split, stats in info["splits"].items():  # the log counts what prep_info.json counts
+        assert (f"{destdir / split}: {stats['dataset_entries']} entries, {stats['tokens']} "
+                "tokens (not counting the </s> that ends each entry), "
+                f"{stats['unk_tokens']} of them <unk>") in result.stderr
     assert {"test.bin", "test.idx", "valid.bin", "train.bin", "dict.txt"} <= names
     assert "text" not in names
-    info = json.loads((destdir / "prep_info.json").read_text())
     formats = {
         split: [(s["format"], s["gutenberg_stripped"]) for s in stats]
         for split, stats in info["inputs"].items()

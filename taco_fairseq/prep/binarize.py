@@ -81,16 +81,24 @@ class DatasetWriter:
         return int(self.counts.sum())
 
     @property
+    def pieces(self) -> int:
+        """Ids written without the ``</s>`` that ends each entry: the tokens of the text, the
+        count :meth:`summary` and ``prep_info.json`` give."""
+        return self.tokens - self.entries
+
+    @property
     def unk_tokens(self) -> int:
         """``<unk>`` ids written (fairseq-preprocess's "replaced by <unk>")."""
         return int(self.counts[UNK])
 
     def summary(self) -> str:
-        """One line as fairseq-preprocess logs it: entries, tokens, share replaced by unk."""
-        share = 100 * self.unk_tokens / max(self.tokens, 1)
+        """One line: entries, tokens without the ``</s>`` ending each entry (:attr:`pieces`;
+        fairseq-preprocess counts them, its "tokens" are :attr:`tokens`) and ``<unk>`` tokens
+        with their share of those tokens."""
+        share = 100 * self.unk_tokens / max(self.pieces, 1)
         return (
-            f"{self.prefix}: {self.entries} entries, {self.tokens} tokens, "
-            f"{share:.3g}% replaced by <unk>"
+            f"{self.prefix}: {self.entries} entries, {self.pieces} tokens (not counting the "
+            f"</s> that ends each entry), {self.unk_tokens} of them <unk> ({share:.3g}%)"
         )
 
     def __enter__(self) -> "DatasetWriter":

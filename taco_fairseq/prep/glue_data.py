@@ -11,7 +11,8 @@ Per task, ``destdir/<TASK>/`` holds, as fairseq's RoBERTa GLUE recipe
                                         class-index order (GlueTask.labels)
     label/{split}.label                 STS-B instead: the score of each row as a float text
     index/{split}.txt                   GLUE's example index of each row (for predictions)
-    prep_info.json                      rows, malformed rows, unknown tokens, fingerprints
+    prep_info.json                      rows, malformed rows, tokens (without the </s> of
+                                        each entry) and <unk> tokens, fingerprints
     text/                               only with keep_text: {split}.input{k}.txt, the
                                         sentences
 
@@ -254,7 +255,7 @@ def _write_task(
                 _write_lines(task_dir / TEXT_DIR / f"{split}.input{k}.txt", sentences)
             with DatasetWriter(out_dir / split, len(dictionary)) as dataset:
                 dataset.add(model.encode(sentences, out_type=int, num_threads=workers))
-            info_splits[split][f"input{k}_tokens"] = dataset.tokens
+            info_splits[split][f"input{k}_tokens"] = dataset.pieces
             info_splits[split][f"input{k}_unk_tokens"] = dataset.unk_tokens
     _write_labels(task, splits, task_dir)
     for split, data in splits.items():

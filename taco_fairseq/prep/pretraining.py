@@ -19,8 +19,9 @@ Layout of the output directory::
     train.bin  train.idx      binarized splits (fairseq "mmap" datasets); one entry per line
     valid.bin  valid.idx        of text, an entry holding only </s> between two documents
     test.bin   test.idx       (only with test files)
-    prep_info.json            inputs, options, counts (tokens, <unk> tokens), versions and
-                              timings
+    prep_info.json            inputs, options, counts, versions and timings; "tokens" (as
+                              in the log) are SentencePiece pieces, not counting the </s>
+                              that ends each dataset entry; "unk_tokens" those of them <unk>
     text/                     only with keep_text: {split}.txt, the clean document text
 """
 
@@ -186,7 +187,7 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
             "docs": docs,
             "lines": lines,
             "dataset_entries": dataset.entries,
-            "tokens": dataset.tokens - dataset.entries,  # pieces, without the </s> of entries
+            "tokens": dataset.pieces,  # without the </s> of each entry, as the log
             "unk_tokens": dataset.unk_tokens,
         }
     info = {

@@ -78,6 +78,34 @@ def test_embedding_similarity_command(trained_checkpoint, tiny_databin, tmp_path
     assert bad.returncode == 2 and "no checkpoint*.pt" in bad.stderr
 
 
+def test_own_pairs_need_no_wordsim_file(trained_checkpoint, tiny_databin, tmp_path):
+    """The human scores of WordSim353 only fill in the human_score column of --pairs."""
+    listed = tmp_path / "pairs.txt"
+    listed.write_text("king queen\ncity town\n")
+    result = run_script(
+        "embedding_similarity.py", trained_checkpoint, "--data-bin", tiny_databin,
+        "--pairs", listed, "--device", "cpu", "--output", tmp_path / "own.csv",
+    )
+    assert result.returncode == 0, result.stderr
+    pairs = _rows(tmp_path / "own_pairs.csv")
+    assert [(r["word1"], r["word2"]) for r in pairs] == [("king", "queen"), ("city", "town")] * 2
+    assert all(r["human_score"] == "nan" and -1 <= float(r["cosine"]) <= 1 for r in pairs)
+
+
+@pytest.mark.parametrize("script, options", [
+    ("embedding_similarity.py", ["--output", "sim.csv"]),
+    ("learning_dynamics.py", ["--corpus", "missing.txt", "--output-dir", "out"]),
+])
+def test_pairs_to_choose_from_need_wordsim(tmp_path, script, options):
+    """Without --pairs the pairs come from --wordsim; learning_dynamics says so before reading
+    the corpus of the (long) contextual score (nothing is written: the error comes first)."""
+    result = run_script(script, tmp_path, *options)
+    assert result.returncode == 2
+    assert ("error: --wordsim FILE is needed: the pairs of --sample (the default), --top and "
+            "--all-pairs are chosen from it; give it, or your own pairs with --pairs FILE"
+            ) in result.stderr
+
+
 @pytest.mark.skipif(not WORDSIM.is_file(), reason=f"no {WORDSIM}")
 def test_learning_dynamics_command(trained_checkpoint, mlm_run, tiny_databin, wikitext_test,
                                    tmp_path):

@@ -83,9 +83,10 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     """The WordSim353 file and the pair selection of the embedding similarity."""
     group = parser.add_argument_group("embedding similarity")
     group.add_argument(
-        "--wordsim", type=Path, required=True,
+        "--wordsim", type=Path,
         help="WordSim353 file (word1<TAB>word2<TAB>score, a header line), e.g. "
-        "../shared/data/wordsim353/combined.tsv",
+        "../shared/data/wordsim353/combined.tsv; the pairs to choose from, needed unless "
+        "--pairs is given (then optional: it only fills in the human scores)",
     )
     choice = group.add_mutually_exclusive_group()
     choice.add_argument("--pairs", type=Path, help="a file of 'word1 word2' lines to measure")
@@ -113,12 +114,22 @@ def run_contextual_score(args):
 
 def run_embedding_similarity(args) -> EmbeddingSimilarity:
     """:func:`~.wordsim.embedding_similarity` of every checkpoint of ``args.runs``; logs the
-    skipped pairs."""
-    rated = load_wordsim353(args.wordsim)
+    skipped pairs.
+
+    Raises:
+        ValueError: if neither ``--wordsim`` nor ``--pairs`` is given (``--wordsim`` is only
+            needed to choose pairs; with ``--pairs`` it just fills in the human scores).
+    """
     if args.pairs:
-        pairs, top, sample = read_pair_list(args.pairs, distinct_pairs(rated)), None, None
+        rated = distinct_pairs(load_wordsim353(args.wordsim)) if args.wordsim else ()
+        pairs, top, sample = read_pair_list(args.pairs, rated), None, None
+    elif args.wordsim is None:
+        raise ValueError(
+            "--wordsim FILE is needed: the pairs of --sample (the default), --top and "
+            "--all-pairs are chosen from it; give it, or your own pairs with --pairs FILE"
+        )
     else:
-        pairs, top = distinct_pairs(rated), args.top
+        pairs, top = distinct_pairs(load_wordsim353(args.wordsim)), args.top
         sample = None if args.top or args.all_pairs else args.sample or DEFAULT_SAMPLE
     checkpoints = iter_run_checkpoints(args.runs, args.data_bin, args.device)
     result = embedding_similarity(checkpoints, pairs, top, sample, args.pair_seed)

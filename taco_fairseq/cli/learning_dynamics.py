@@ -63,8 +63,9 @@ def main(argv=None):
 
 
 def _analyses(args):
-    return _read_logs(args.runs, args.logs), run_contextual_score(args), \
-        run_embedding_similarity(args)
+    logs = _read_logs(args.runs, args.logs)
+    similarity = run_embedding_similarity(args)  # before the long one: its errors come at once
+    return logs, run_contextual_score(args), similarity
 
 
 def _read_logs(runs, logs):

@@ -1,6 +1,7 @@
 """The analysis commands end to end on real checkpoints and text: CSVs and PNGs."""
 
 import csv
+import re
 
 import matplotlib.image
 import pytest
@@ -76,6 +77,24 @@ def test_embedding_similarity_command(trained_checkpoint, tiny_databin, tmp_path
     bad = run_script("embedding_similarity.py", tmp_path, "--wordsim", WORDSIM,
                      "--output", tmp_path / "x.csv")
     assert bad.returncode == 2 and "no checkpoint*.pt" in bad.stderr
+
+
+@pytest.mark.skipif(not WORDSIM.is_file(), reason=f"no {WORDSIM}")
+def test_a_sample_of_more_pairs_than_available_measures_all_and_says_so(
+        trained_checkpoint, tiny_databin, tmp_path):
+    result = run_script(
+        "embedding_similarity.py", trained_checkpoint, "--data-bin", tiny_databin,
+        "--wordsim", WORDSIM, "--sample", "1000", "--device", "cpu",
+        "--output", tmp_path / "sim.csv",
+    )
+    assert result.returncode == 0, result.stderr
+    distinct = len(distinct_pairs(load_wordsim353(WORDSIM)))
+    skipped = int(re.search(r"(\d+) skipped\)$", result.stdout.strip()).group(1))
+    available = distinct - skipped
+    assert [int(r["pairs"]) for r in _rows(tmp_path / "sim.csv")] == [available] * 2
+    assert (f"WARNING | --sample 1000: only {available} word pairs are available ({distinct} "
+            f"distinct pairs in {WORDSIM}, {skipped} of them skipped for unknown words); all "
+            f"{available} are measured") in result.stderr
 
 
 def test_own_pairs_need_no_wordsim_file(trained_checkpoint, tiny_databin, tmp_path):

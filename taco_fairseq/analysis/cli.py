@@ -90,10 +90,14 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     )
     choice = group.add_mutually_exclusive_group()
     choice.add_argument("--pairs", type=Path, help="a file of 'word1 word2' lines to measure")
-    choice.add_argument("--top", type=positive_int, help="the N pairs of highest human score")
+    choice.add_argument(
+        "--top", type=positive_int,
+        help="the N pairs of highest human score (all, with a warning, if there are fewer)",
+    )
     choice.add_argument(
         "--sample", type=positive_int,
-        help=f"a seeded sample of N pairs (the default, N={DEFAULT_SAMPLE}, as the paper)",
+        help=f"a seeded sample of N pairs (the default, N={DEFAULT_SAMPLE}, as the paper; all, "
+        "with a warning, if there are fewer)",
     )
     choice.add_argument("--all-pairs", action="store_true", help="every pair of the file")
     group.add_argument("--pair-seed", type=int, default=1, help="seed of --sample (default 1)")
@@ -114,7 +118,8 @@ def run_contextual_score(args):
 
 def run_embedding_similarity(args) -> EmbeddingSimilarity:
     """:func:`~.wordsim.embedding_similarity` of every checkpoint of ``args.runs``; logs the
-    skipped pairs.
+    skipped pairs, and warns when ``--top``/``--sample`` asks for more pairs than are available
+    (all of them are measured then).
 
     Raises:
         ValueError: if neither ``--wordsim`` nor ``--pairs`` is given (``--wordsim`` is only
@@ -135,6 +140,15 @@ def run_embedding_similarity(args) -> EmbeddingSimilarity:
     result = embedding_similarity(checkpoints, pairs, top, sample, args.pair_seed)
     for pair in result.skipped:
         logger.warning("skipped %s / %s: a word has <unk> pieces", pair.word1, pair.word2)
+    measured = result.summary[0]["pairs"]
+    if measured < (top or sample or 0):
+        option = f"--top {top}" if top else f"--sample {sample}" + (
+            "" if args.sample else " (the default)")
+        logger.warning(
+            "%s: only %d word pairs are available (%d distinct pairs in %s, %d of them skipped "
+            "for unknown words); all %d are measured", option, measured, len(pairs),
+            args.wordsim, len(result.skipped), measured,
+        )
     logger.info("%d pairs measured, %d skipped for unknown words",
-                result.summary[0]["pairs"], len(result.skipped))
+                measured, len(result.skipped))
     return result

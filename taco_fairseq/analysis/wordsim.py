@@ -129,7 +129,8 @@ def select_pairs(
     seed: int = 1,
 ) -> List[WordPair]:
     """All ``pairs``, the ``top`` N by human score (ties in file order), or a seeded uniform
-    ``sample`` of N (``random.Random(seed).sample``, kept in the order of ``pairs``).
+    ``sample`` of N (``random.Random(seed).sample``, kept in the order of ``pairs``); all
+    ``pairs`` when there are no more than N (the caller compares the length to say so).
 
     Raises:
         ValueError: if both ``top`` and ``sample`` are given, or either is < 1.

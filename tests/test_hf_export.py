@@ -74,6 +74,29 @@ def test_cli_export_passes_parity_on_real_text(cli_export):
     assert "tokenized as fairseq does" in result.stdout
 
 
+def test_cli_says_which_checkpoint_of_a_save_directory_it_exports(
+        cli_export, trained_checkpoint, tmp_path):
+    """A save directory means its checkpoint_best.pt, else checkpoint_last.pt, else model.pt;
+    the command prints the file it chose before exporting and in its last line."""
+    out, result = cli_export
+    best = trained_checkpoint / "checkpoint_best.pt"
+    rule = ("(the first it holds of checkpoint_best.pt, checkpoint_last.pt, model.pt; pass a "
+            "checkpoint file to export another)")
+    assert result.stdout.startswith(
+        f"{trained_checkpoint} is a save directory: exporting {best} {rule}\n")
+    assert result.stdout.splitlines()[-1].startswith(f"wrote {out} from {best}: ")
+
+    only_last = tmp_path / "run"  # no checkpoint_best.pt, as after --disable-validation
+    only_last.mkdir()
+    (only_last / "checkpoint_last.pt").symlink_to(trained_checkpoint / "checkpoint_last.pt")
+    out = tmp_path / "hf"
+    result = run_script("export_to_hf.py", only_last, out, "--check-lines", "20")
+    assert result.returncode == 0, result.stderr[-3000:]
+    last = only_last / "checkpoint_last.pt"
+    assert result.stdout.startswith(f"{only_last} is a save directory: exporting {last} {rule}\n")
+    assert json.loads((out / "export_info.json").read_text())["checkpoint"] == str(last.resolve())
+
+
 _OFFLINE_SCRIPT = """
 import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("compat", sys.argv[1])

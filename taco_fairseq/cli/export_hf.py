@@ -5,7 +5,9 @@ A pre-training checkpoint becomes a RobertaForMaskedLM, a sentence_prediction on
 RobertaForSequenceClassification (regression for STS-B); the directory loads offline with
 AutoModelForMaskedLM / AutoModelForSequenceClassification and AutoTokenizer.from_pretrained.
 The export is kept only if the parity check passes; otherwise the command prints where the
-outputs differ and exits with status 1. Needs `pip install -e ".[hf]"`.
+outputs differ and exits with status 1. A save directory stands for its checkpoint_best.pt,
+else checkpoint_last.pt, else model.pt; the command prints which file it exports. Needs
+`pip install -e ".[hf]"`.
 
 Examples (from the repository root):
 
@@ -23,6 +25,7 @@ from taco_fairseq.cli import positive, positive_int
 from taco_fairseq.hf_export.check_text import read_check_lines
 from taco_fairseq.hf_export.export import export_to_transformers
 from taco_fairseq.hf_export.parity import DEFAULT_ATOL, ParityError
+from taco_fairseq.hub import CHECKPOINT_NAMES, resolve_checkpoint
 
 #: Default check text: held-out Wikipedia articles and WikiText-2 test (../shared next to
 #: the repository), when present.
@@ -38,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "checkpoint", type=Path,
-        help="checkpoint file, or save directory (its checkpoint_best.pt, else checkpoint_last.pt)",
+        help="checkpoint file, or save directory: its checkpoint_best.pt, else checkpoint_last.pt, "
+        "else model.pt (the command prints which)",
     )
     parser.add_argument("output_dir", type=Path, help="the transformers directory to write")
     parser.add_argument(
@@ -86,9 +90,14 @@ def main(argv=None) -> None:
         force=True,
     )
     try:
+        checkpoint = resolve_checkpoint(args.checkpoint)
+        if args.checkpoint.is_dir():
+            print(f"{args.checkpoint} is a save directory: exporting {checkpoint} (the first it "
+                  f"holds of {', '.join(CHECKPOINT_NAMES)}; pass a checkpoint file to export "
+                  "another)", flush=True)
         lines = read_check_lines(args.check_text, args.check_lines)
         report = export_to_transformers(
-            args.checkpoint, args.output_dir, lines,
+            checkpoint, args.output_dir, lines,
             data_dir=args.data, sentencepiece_model=args.sentencepiece_model,
             classification_head=args.classification_head, atol=args.atol, force=args.force,
         )
@@ -97,9 +106,10 @@ def main(argv=None) -> None:
     except (FileNotFoundError, FileExistsError, ValueError, KeyError) as e:
         sys.exit(f"error: {e}")
     print(
-        f"wrote {args.output_dir}: {report.tokenized_texts} texts ({report.tokenized_ids} "
-        f"tokens) tokenized as fairseq does; {report.model_inputs} of them through both models, "
-        f"largest logit difference {report.max_abs_diff:.3g} (<= {args.atol:g})"
+        f"wrote {args.output_dir} from {checkpoint}: {report.tokenized_texts} texts "
+        f"({report.tokenized_ids} tokens) tokenized as fairseq does; {report.model_inputs} of "
+        f"them through both models, largest logit difference {report.max_abs_diff:.3g} "
+        f"(<= {args.atol:g})"
     )
 
 

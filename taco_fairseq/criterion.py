@@ -300,15 +300,15 @@ class TacoLoss(MlmLoss):
 @register_criterion("sentence_prediction_summable", dataclass=SentencePredictionConfig)
 class SummableSentencePredictionCriterion(SentencePredictionCriterion):
     """fairseq's ``sentence_prediction`` whose GLUE metrics survive data-parallel validation:
-    instead of lists of predictions, which fairseq cannot sum over workers, it logs the counts
-    ``_confusion[gold, predicted]`` (``[classes, classes]``, indexed by the integer labels; for
-    ``mcc``, ``f1`` of label 1, ``acc_and_f1``) or the float64 moments ``_moments`` = (n, Σx,
-    Σy, Σx², Σy², Σxy) (``pearson``), all metrics in points. Spearman's needs all ranks: the
-    GLUE runner computes it from the dev predictions.
+    instead of lists of predictions, which fairseq cannot sum over workers, it logs count
+    tensors, ``_confusion[gold, predicted]`` (``[labels, labels]``, the integer labels in
+    increasing order: ``mcc``, accuracy) and ``_label_one`` (``[2, 2]``, label 1 against the
+    rest: ``f1`` of label 1, 0 when 1 is no label, as fairseq's; ``acc_and_f1``), or the
+    float64 moments ``_moments`` = (n, Σx, Σy, Σx², Σy², Σxy) (``pearson``), all metrics in
+    points. Spearman's needs all ranks: the GLUE runner computes it from the dev predictions.
 
     Raises:
-        ValueError: ``--report-mcc``/``--report-acc-and-f1`` with class labels that are not
-            integers >= 0.
+        ValueError: ``--report-mcc``/``--report-acc-and-f1`` with non-integer class labels.
     """
 
     def __init__(self, cfg: SentencePredictionConfig, task):
@@ -316,11 +316,12 @@ class SummableSentencePredictionCriterion(SentencePredictionCriterion):
         if self.keep_pred_and_targ and not self.regression_target:
             nspecial = self.label_dict.nspecial
             symbols = self.label_dict.symbols[nspecial:nspecial + task.cfg.num_classes]
-            if not all(s.isdecimal() for s in symbols):
+            try:
+                self.label_values = torch.tensor(sorted(int(s) for s in symbols))
+            except ValueError:
                 raise ValueError("--report-mcc/--report-acc-and-f1 need integer class labels "
-                                 f">= 0 (as GLUE's CoLA, MRPC, QQP); the label dictionary has "
-                                 f"{symbols}")
-            self.num_labels = max(int(s) for s in symbols) + 1
+                                 f"(as GLUE's CoLA, MRPC, QQP); the label dictionary has "
+                                 f"{symbols}") from None
 
     def forward(self, model, sample, reduce=True):
         """As fairseq's ``sentence_prediction``, the prediction/target lists replaced by
@@ -333,39 +334,45 @@ class SummableSentencePredictionCriterion(SentencePredictionCriterion):
                 logging_output["_moments"] = torch.stack(
                     [x.new_tensor(len(x)), x.sum(), y.sum(), x @ x, y @ y, x @ y])
             else:
-                pairs = torch.tensor(targ, dtype=torch.long) * self.num_labels + torch.tensor(
-                    pred, dtype=torch.long)
-                logging_output["_confusion"] = torch.bincount(
-                    pairs, minlength=self.num_labels ** 2).view(self.num_labels, -1)
+                pred, targ = (torch.tensor(v, dtype=torch.long) for v in (pred, targ))
+                logging_output["_confusion"] = _counts(
+                    *(torch.searchsorted(self.label_values, v) for v in (targ, pred)),
+                    len(self.label_values))
+                logging_output["_label_one"] = _counts(targ.eq(1).long(), pred.eq(1).long(), 2)
         return loss, sample_size, logging_output
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         """fairseq's loss and accuracy, plus ``mcc``/``f1``/``acc_and_f1``/``pearson`` from
-        the summed statistics (hidden ``_confusion``/``_moments`` meters)."""
+        the summed statistics (hidden meters)."""
         super().reduce_metrics(logging_outputs)
         keys = {key for log in logging_outputs for key in log}
-        for key in keys & {"_confusion", "_moments"}:
+        for key in keys & {"_confusion", "_label_one", "_moments"}:
             metrics.log_scalar(key, sum(log[key] for log in logging_outputs if key in log))
 
         def reported(flag, key):
             return key in keys and any(log.get(flag, False) for log in logging_outputs)
 
         if reported("report_mcc", "_confusion"):
-            metrics.log_derived("mcc", lambda m: _confusion_metric(m, "mcc"))
+            metrics.log_derived("mcc", lambda m: _confusion_metric(m, "_confusion", "mcc"))
         if reported("report_acc_and_f1", "_confusion"):
-            metrics.log_derived("f1", lambda m: _confusion_metric(m, "f1"))
+            metrics.log_derived("f1", lambda m: _confusion_metric(m, "_label_one", "f1"))
             metrics.log_derived("acc_and_f1", lambda m: (
-                _confusion_metric(m, "f1") + _confusion_metric(m, "accuracy")) / 2)
+                _confusion_metric(m, "_label_one", "f1")
+                + _confusion_metric(m, "_confusion", "accuracy")) / 2)
         if reported("report_pearson_and_spearman", "_moments"):
             metrics.log_derived("pearson",
                                 lambda m: pearson_from_moments(*m["_moments"].sum.tolist()))
 
 
-def _confusion_metric(meters, name):
-    confusion = meters["_confusion"].sum.cpu().numpy()
-    positive = 1 if len(confusion) > 1 else None  # F1 of label 1, as fairseq's
-    return confusion_metrics(confusion, positive).get(name, float("nan"))
+def _counts(gold: Tensor, predicted: Tensor, classes: int) -> Tensor:
+    """``[classes, classes]`` int64 counts of the (gold, predicted) class indices."""
+    return torch.bincount(gold * classes + predicted, minlength=classes ** 2).view(classes, -1)
+
+
+def _confusion_metric(meters, key, name):
+    positive = 1 if key == "_label_one" else None
+    return confusion_metrics(meters[key].sum.cpu().numpy(), positive)[name]
 
 
 def confusion_metrics(confusion: np.ndarray, positive: Optional[int] = None) -> Dict[str, float]:

@@ -2,12 +2,14 @@
 derives from them, over batches and data-parallel workers, equal scikit-learn/scipy on the
 predictions; a real 2-process (gloo) validation runs where fairseq's own criterion fails."""
 
+import operator
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from fairseq import options, tasks
@@ -119,14 +121,50 @@ def test_pearson_is_exact_across_workers(glue_databin, trained_checkpoint):
     assert "spearman" not in logged
 
 
-@pytest.mark.parametrize("labels", [("entailment", "not_entailment"), ("0", "-1")])
-def test_mcc_refuses_labels_that_are_not_integers_from_0(labels):
+@pytest.mark.filterwarnings("ignore::UserWarning")  # sklearn: a label without examples
+@pytest.mark.parametrize("labels", [("0", "1"), ("1", "0"), ("0", "2"), ("1", "2"),
+                                    ("0", "1", "2"), ("-1", "1"), ("0",)])
+def test_metrics_of_any_integer_labels_equal_sklearn(labels, monkeypatch):
+    """mcc and accuracy over all labels, f1 of label 1 against the rest (0 if 1 is no label),
+    from statistics summed over batches and two workers, whatever the dictionary order."""
+    rng = np.random.default_rng(len(labels))
+    values = [int(label) for label in labels]
+    batches = [(rng.choice(values, 20).tolist(), rng.choice(values, 20).tolist())
+               for _ in range(4)]
+    monkeypatch.setattr(SentencePredictionCriterion, "forward", lambda self, model, batch, _: (
+        0.0, 20, {"loss": 0.0, "ntokens": 20, "nsentences": 20, "sample_size": 20,
+                  "ncorrect": sum(map(operator.eq, *batch)), "pred": batch[0],
+                  "targ": batch[1], "report_mcc": True, "report_acc_and_f1": True}))
+    criterion = SummableSentencePredictionCriterion(
+        SentencePredictionConfig(report_mcc=True, report_acc_and_f1=True), label_task(labels))
+    workers = [Counter(), Counter()]
+    for i, batch in enumerate(batches):
+        workers[i % 2].update(criterion(None, batch)[2])
+    with metrics.aggregate(new_root=True) as agg:  # as fairseq-train's validation
+        criterion.reduce_metrics([{k: workers[0][k] + workers[1][k] for k in workers[0]}])
+        logged = agg.get_smoothed_values()
+    pred, targ = (sum((batch[k] for batch in batches), []) for k in (0, 1))
+    assert logged["mcc"] == pytest.approx(100 * matthews_corrcoef(targ, pred), abs=1e-9)
+    f1 = 100 * f1_score(targ, pred, labels=[1], average="macro", zero_division=0)
+    assert logged["f1"] == pytest.approx(f1, abs=1e-9)
+    accuracy = 100 * accuracy_score(targ, pred)
+    assert logged["acc_and_f1"] == pytest.approx((accuracy + f1) / 2, abs=1e-9)
+
+
+def label_task(labels):
+    """A stand-in task whose label dictionary holds ``labels`` in this order."""
     dictionary = Dictionary()
     for label in labels:
         dictionary.add_symbol(label)
-    task = SimpleNamespace(label_dictionary=dictionary, cfg=SimpleNamespace(num_classes=2))
-    with pytest.raises(ValueError, match="integer class labels >= 0"):
-        SummableSentencePredictionCriterion(SentencePredictionConfig(report_mcc=True), task)
+    return SimpleNamespace(label_dictionary=dictionary,
+                           cfg=SimpleNamespace(num_classes=len(labels)))
+
+
+@pytest.mark.parametrize("labels", [("entailment", "not_entailment"), ("0", "1.5")])
+def test_mcc_refuses_labels_that_are_not_integers(labels):
+    with pytest.raises(ValueError, match="integer class labels"):
+        SummableSentencePredictionCriterion(SentencePredictionConfig(report_mcc=True),
+                                            label_task(labels))
 
 
 def test_two_process_validation(glue_databin, trained_checkpoint, tmp_path):

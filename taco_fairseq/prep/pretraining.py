@@ -259,10 +259,10 @@ def _refuse_repeated_files(split: str, files: List[Path]) -> None:
     """Raise a ValueError naming ``--split`` and the file if two of ``files`` resolve to the
     same path (a file given twice would be read twice; with ``--valid-docs`` documents held
     out for validation would stay in train as well)."""
-    seen: Dict[Path, Path] = {}
-    for path in files:
-        first = seen.setdefault(path.resolve(), path)
-        if first is not path:
+    first_given: Dict[Path, Path] = {}
+    for index, path in enumerate(files):
+        first = first_given.setdefault(path.resolve(), path)
+        if len(first_given) <= index:  # ``path`` resolves to a file given before
             spellings = f" (as {first} and {path})" if str(first) != str(path) else ""
             raise ValueError(
                 f"--{split}: {path} is given twice{spellings}; give each file once (a file "

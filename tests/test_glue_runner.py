@@ -326,8 +326,56 @@ def test_caps_per_task_and_fairseqs_max_update_together_are_an_error(
             RunnerOptions(tmp_path, tmp_path, fairseq_args=fairseq_args, max_updates={"RTE": 10})
     # either alone is allowed
     RunnerOptions(tmp_path, tmp_path, fairseq_args=["--max-update", "5"])
-    RunnerOptions(tmp_path, tmp_path, fairseq_args=["--max-epoch", "2"], max_updates={"RTE": 10})
+    RunnerOptions(tmp_path, tmp_path, fairseq_args=["--weight-decay", "0"],
+                  max_updates={"RTE": 10})
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("option, fairseq_args", [
+    ("--seed", ["--seed", "7"]), ("--lr", ["--lr=1e-3"]), ("--batch-size", ["--batch-size", "8"]),
+    ("--max-sentences", ["--max-sentences", "8"]), ("--max-epoch", ["--max-epoch", "2"]),
+    ("--save-dir", ["--save-dir", "x"]), ("-a", ["--fp16", "-a", "roberta_base"])])
+def test_fairseq_options_the_runner_sets_per_run_are_an_error(option, fairseq_args, tmp_path):
+    """They would override the runner's value while the run's directory names the runner's."""
+    with pytest.raises(ValueError, match=f"^{option} among the fairseq options would override "
+                       "the value the runner sets for each run"):
+        RunnerOptions(tmp_path, tmp_path, fairseq_args=fairseq_args)
+    RunnerOptions(tmp_path, tmp_path, fairseq_args=["--fp16", "--weight-decay", "0.01"])
+
+
+def test_a_seed_or_grid_point_given_twice_is_an_error(tmp_path):
+    checkpoint = [PretrainedCheckpoint("tiny", tmp_path / "checkpoint.pt")]
+    point = Hyperparameters(16, 1e-3, 1)
+    for seeds, points, repeated in (
+            ([1, 2, 1], [point], "seeds given twice: 1"),
+            ([1], [point, point], f"grid points given twice: {point.label}")):
+        with pytest.raises(ValueError, match=f"^{re.escape(repeated)} "):
+            plan_runs(checkpoint, get_tasks(["RTE"]), seeds, points)
+    assert len(plan_runs(checkpoint, get_tasks(["RTE", "CoLA"]), [1, 2], [point])) == 4
+
+
+def test_grid_options_that_would_be_ignored_are_an_error():
+    from taco_fairseq.cli.glue import build_parser, grid_points
+
+    def points(*argv):
+        return grid_points(build_parser().parse_args(
+            ["--checkpoints", "c.pt", "--data", "d", "--out", "o", *argv]))
+
+    with pytest.raises(ValueError, match="--grid chooses the grid points itself: leave out --lrs"):
+        points("--grid", "--lrs", "1e-4")
+    with pytest.raises(ValueError, match="--sample-grid 100: the grid has 32 points"):
+        points("--sample-grid", "100")
+    assert len(points("--grid")) == 32 and len(points("--sample-grid", "6")) == 6
+    assert len(points("--lrs", "1e-4", "2e-4")) == 2
+
+
+def test_checkpoint_sweep_refuses_a_run_label_given_twice(tmp_path):
+    result = run_script("glue_checkpoint_sweep.py", "--run", f"TACO={tmp_path}", "--run",
+                        f"TACO={tmp_path}", "--baseline", "TACO", "--data", tmp_path, "--out",
+                        tmp_path / "sweep")
+    assert result.returncode == 1
+    assert result.stderr.strip() == ("error: --run TACO is given twice; give each run its own "
+                                     "LABEL")
 
 
 def test_checkpoint_sweep_command(glue_databin, trained_checkpoint, tmp_path):

@@ -54,7 +54,7 @@ from taco_fairseq.comparison.study import (
 from taco_fairseq.cli import positive
 from taco_fairseq.glue.options import parse_update_caps, split_fairseq_args
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
-from taco_fairseq.glue.runner import check_update_caps
+from taco_fairseq.glue.runner import check_fairseq_args
 from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
 from taco_fairseq.prep.glue_data import INFO_FILE
@@ -136,7 +136,7 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         finetuned = get_tasks([*args.tasks, *args.final_tasks])
         caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
                                  "--tasks or --final-tasks")
-        check_update_caps(caps, shlex.split(args.finetune_options))
+        check_fairseq_args(caps, shlex.split(args.finetune_options))
         settings = PretrainSettings(
             data=args.data, arch=args.arch, max_update=args.max_update,
             checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),

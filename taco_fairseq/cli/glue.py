@@ -62,11 +62,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def grid_points(args) -> list:
-    """The grid points chosen by the options."""
+    """The grid points chosen by the options.
+
+    Raises:
+        ValueError: ``--grid``/``--sample-grid`` with ``--batch-sizes``/``--lrs``/``--epochs``,
+            or ``--sample-grid`` above the grid's size.
+    """
     if args.grid or args.sample_grid:
         points = grid()
+        given = [f"--{name.replace('_', '-')}" for name in ("batch_sizes", "lrs", "epochs")
+                 if getattr(args, name)]
+        if given:
+            raise ValueError(f"{'--grid' if args.grid else '--sample-grid'} chooses the grid "
+                             f"points itself: leave out {' and '.join(given)}, or leave it out to "
+                             "run the points those options give")
         if args.sample_grid:
-            points = random.Random(args.grid_seed).sample(points, min(args.sample_grid, 32))
+            if args.sample_grid > len(points):
+                raise ValueError(f"--sample-grid {args.sample_grid}: the grid has "
+                                 f"{len(points)} points (use --grid for all of them)")
+            points = random.Random(args.grid_seed).sample(points, args.sample_grid)
         return points
     default = default_point(args.recipe)
     return [Hyperparameters(b, lr, e)

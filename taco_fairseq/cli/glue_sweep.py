@@ -58,6 +58,10 @@ def main(argv=None) -> None:
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=logging.INFO, force=True)
     runs_by_label = dict(args.run)
+    if len(runs_by_label) < len(args.run):
+        labels = [label for label, _ in args.run]
+        sys.exit(f"error: --run {max(labels, key=labels.count)} is given twice; give each run "
+                 "its own LABEL")
     if args.baseline not in runs_by_label:
         sys.exit(f"error: --baseline {args.baseline} is not one of the --run labels "
                  f"{list(runs_by_label)}")

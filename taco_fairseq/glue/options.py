@@ -93,7 +93,7 @@ def runner_options(args, fairseq_args: Sequence[str]) -> RunnerOptions:
 
     Raises:
         ValueError, FileNotFoundError: as :func:`parse_update_caps`, :func:`selected_tasks`
-            and :func:`.runner.check_update_caps`.
+            and :func:`.runner.check_fairseq_args`.
     """
     return RunnerOptions(
         data_dir=args.data, out_dir=args.out, pretraining_data=args.pretraining_data,

@@ -88,8 +88,7 @@ class RunnerOptions:
             hyper-parameters but the run's grid point.
 
     Raises:
-        ValueError: ``max_updates`` together with ``--max-update`` or ``--total-num-update``
-            in ``fairseq_args`` (:func:`check_update_caps`).
+        ValueError: ``fairseq_args`` that :func:`check_fairseq_args` refuses.
     """
 
     data_dir: Path
@@ -102,22 +101,35 @@ class RunnerOptions:
     recipe: str = "small"
 
     def __post_init__(self):
-        check_update_caps(self.max_updates, self.fairseq_args)
+        check_fairseq_args(self.max_updates, self.fairseq_args)
 
 
 #: fairseq options that caps per task set themselves (:func:`.recipes.finetune_args`).
 CAPPED_OPTIONS = ("--max-update", "--total-num-update")
+#: fairseq options that the runner sets for every run (:func:`.recipes.finetune_args`): given
+#: again among the fairseq options, they would win (fairseq keeps the last value) while the
+#: run's directory and ``metrics.json`` name the runner's values.
+RUN_OPTIONS = ("--seed", "--lr", "--batch-size", "--max-sentences", "--max-epoch", "--save-dir",
+               "--restore-file", "--user-dir", "--arch", "-a", "--max-positions")
 
 
-def check_update_caps(max_updates: Dict[str, int], fairseq_args: Sequence[str]) -> None:
-    """Refuse caps per task together with fairseq's ``--max-update`` (it would stop runs without
-    shortening their learning-rate schedules) or ``--total-num-update`` (the schedule's length).
+def check_fairseq_args(max_updates: Dict[str, int], fairseq_args: Sequence[str]) -> None:
+    """Refuse among ``fairseq_args`` an option of :data:`RUN_OPTIONS` and, with caps per task,
+    fairseq's ``--max-update`` (it would stop runs without shortening their learning-rate
+    schedules) or ``--total-num-update`` (the schedule's length).
 
     Raises:
-        ValueError: caps and one of these options are both given.
+        ValueError: naming the first such option.
     """
-    given = [name for name in (arg.split("=")[0] for arg in fairseq_args)
-             if name in CAPPED_OPTIONS]
+    names = [arg.split("=")[0] for arg in fairseq_args if arg.startswith("-")]
+    overriding = [name for name in names if name in RUN_OPTIONS]
+    if overriding:
+        raise ValueError(
+            f"{overriding[0]} among the fairseq options would override the value the runner "
+            "sets for each run (fairseq keeps the last one) while the run's directory and "
+            "metrics.json would name the runner's; set seeds, batch sizes, learning rates and "
+            "epochs with the command's own options")
+    given = [name for name in names if name in CAPPED_OPTIONS]
     if max_updates and given:
         raise ValueError(
             f"caps per task (TASK=N) and fairseq's {given[0]} among the fairseq options both "
@@ -134,7 +146,8 @@ def plan_runs(
     """Every combination, checkpoint-major.
 
     Raises:
-        ValueError: an empty list, or two checkpoints with one name.
+        ValueError: an empty list, a seed or grid point given twice, or two checkpoints with
+            one name.
     """
     for what, values in (("checkpoints", checkpoints), ("tasks", tasks), ("seeds", seeds),
                          ("grid points", points)):
@@ -143,6 +156,11 @@ def plan_runs(
     names = [c.name for c in checkpoints]
     if len(set(names)) != len(names):
         raise ValueError(f"checkpoint names must differ (give NAME=PATH): {names}")
+    for what, values in (("seeds", list(seeds)), ("grid points", [h.label for h in points])):
+        repeated = sorted({str(v) for v in values if values.count(v) > 1})
+        if repeated:
+            raise ValueError(f"{what} given twice: {', '.join(repeated)} (each would be run "
+                             "and counted twice; give each once)")
     return [FinetuneRun(c, t, h, s) for c in checkpoints for t in tasks for h in points
             for s in seeds]
 

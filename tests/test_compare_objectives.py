@@ -348,3 +348,19 @@ def test_a_search_from_an_earlier_study_does_not_replace_another(tmp_path, capsy
         compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4"))
     assert "holds another search" in capsys.readouterr().err
     assert json.loads((tmp_path / "out" / "search.json").read_text()) == {"RTE": {"chosen": "x"}}
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--seeds", "1", "2", "1"], "--seeds given twice: 1"),
+    (["--pretrain-seeds", "1", "1"], "--pretrain-seeds given twice: 1"),
+    (["--objectives", "taco", "mlm", "taco"], "--objectives given twice: taco"),
+])
+def test_a_seed_or_objective_given_twice_is_an_error(tmp_path, capsys, extra, message):
+    """It would be pre-trained or fine-tuned, and counted as a seed, twice."""
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4",
+                                           *extra))
+    assert f"error: {message} (each would be run and counted twice" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -54,7 +54,7 @@ from taco_fairseq.comparison.study import (
 from taco_fairseq.cli import positive
 from taco_fairseq.glue.options import parse_update_caps, split_fairseq_args
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
-from taco_fairseq.glue.runner import check_fairseq_args
+from taco_fairseq.glue.runner import check_fairseq_args, check_given_once
 from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
 from taco_fairseq.prep.glue_data import INFO_FILE
@@ -133,6 +133,8 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     parser = build_parser()
     args = parser.parse_args(own)
     try:
+        for option in ("--objectives", "--pretrain-seeds", "--seeds"):
+            check_given_once(option, getattr(args, option[2:].replace("-", "_")))
         finetuned = get_tasks([*args.tasks, *args.final_tasks])
         caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
                                  "--tasks or --final-tasks")

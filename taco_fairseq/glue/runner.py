@@ -156,13 +156,24 @@ def plan_runs(
     names = [c.name for c in checkpoints]
     if len(set(names)) != len(names):
         raise ValueError(f"checkpoint names must differ (give NAME=PATH): {names}")
-    for what, values in (("seeds", list(seeds)), ("grid points", [h.label for h in points])):
-        repeated = sorted({str(v) for v in values if values.count(v) > 1})
-        if repeated:
-            raise ValueError(f"{what} given twice: {', '.join(repeated)} (each would be run "
-                             "and counted twice; give each once)")
+    check_given_once("seeds", seeds)
+    check_given_once("grid points", [h.label for h in points])
     return [FinetuneRun(c, t, h, s) for c in checkpoints for t in tasks for h in points
             for s in seeds]
+
+
+def check_given_once(what: str, values: Sequence) -> None:
+    """Refuse a value given twice among ``values`` (seeds, objectives, ...; ``what`` names
+    them in the message).
+
+    Raises:
+        ValueError: naming ``what`` and the repeated values.
+    """
+    values = list(values)
+    repeated = sorted({str(v) for v in values if values.count(v) > 1})
+    if repeated:
+        raise ValueError(f"{what} given twice: {', '.join(repeated)} (each would be run and "
+                         "counted twice; give each once)")
 
 
 def run_all(runs: Sequence[FinetuneRun], options: RunnerOptions, jobs: int = 1) -> List[dict]:

@@ -275,3 +275,11 @@ def test_prep_command(tmp_path, tiny_databin):
     assert "QNLI: train 2, valid 1, test 1" in result.stdout
     info = json.loads((tmp_path / "bin" / "QNLI" / "prep_info.json").read_text())
     assert info["dictionary_size"] == len(Dictionary.load(str(tiny_databin / "dict.txt")))
+
+
+def test_a_checkpoint_directory_is_named_as_such(tmp_path, tiny_databin):
+    options = GluePrepOptions(glue_dir=tmp_path / "glue", pretraining_data=tiny_databin,
+                              destdir=tmp_path / "bin", checkpoint=tmp_path)
+    with pytest.raises(FileNotFoundError, match=f"--checkpoint {tmp_path} is a directory; give a "
+                       "checkpoint file in it"):
+        prepare_glue(options)

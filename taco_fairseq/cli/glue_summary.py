@@ -13,7 +13,7 @@ from taco_fairseq.glue.summary import collect_results, write_summary
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("out", type=Path, help="the runner's --out directory")
     parser.add_argument("--pooled", action="store_true",
                         help="all grid points of a task together instead of the best one")

@@ -113,6 +113,9 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
                 "by scripts/prepare_pretraining_data.py"
             )
     if options.checkpoint is not None:
+        if Path(options.checkpoint).is_dir():
+            raise FileNotFoundError(f"--checkpoint {options.checkpoint} is a directory; give a "
+                                    "checkpoint file in it (e.g. its checkpoint_last.pt)")
         if not Path(options.checkpoint).is_file():
             raise FileNotFoundError(f"--checkpoint {options.checkpoint}: no such file")
         check_training_data(

@@ -119,6 +119,46 @@ def test_runner_end_to_end(glue_databin, glue_data, trained_checkpoint, tmp_path
             assert set(values) <= set(task.labels)
 
 
+def _finished_run(out, checkpoint, task_name, value):
+    """A run's ``metrics.json`` under ``out`` as the runner writes it (every metric ``value``),
+    with the single grid point POINT and seed 1; returns its contents."""
+    task = get_task(task_name)
+    result = {"settings": {"checkpoint": checkpoint, "task": task.name, "batch_size": 16,
+                           "lr": 1e-3, "epochs": 1, "seed": 1},
+              "dev": {e.column: {m: value for m in task.metrics} for e in task.eval_sets}}
+    run_dir = out / checkpoint / task.name / POINT / "seed1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(json.dumps(result))
+    return result
+
+
+def test_the_summary_of_a_call_covers_every_finished_run_under_out(tmp_path, monkeypatch, capsys):
+    """A second call into the same --out (TACO on MRPC) summarizes the first call's runs (TACO
+    and MLM on CoLA) too, as taco-glue-summary OUT does."""
+    from taco_fairseq.cli import glue
+
+    out = tmp_path / "runs"
+    for checkpoint in ("TACO", "MLM"):
+        _finished_run(out, checkpoint, "CoLA", 50.0)
+
+    def run_all(runs, options, jobs):  # the runs of this call finish with 70 points
+        return [_finished_run(out, r.checkpoint.name, r.task.name, 70.0) for r in runs]
+
+    monkeypatch.setattr(glue, "run_all", run_all)
+    glue.main(["--checkpoints", f"TACO={tmp_path / 'taco.pt'}", "--data", str(tmp_path),
+               "--out", str(out), "--tasks", "MRPC", "--seeds", "1", "--batch-sizes", "16",
+               "--lrs", "1e-3", "--epochs", "1"])
+    table = (out / "summary.md").read_text().splitlines()
+    assert table[0].startswith("| checkpoint | MRPC (F1) | CoLA (acc) | CoLA (MCC) |")
+    assert table[2].startswith("| MLM | - | 50.00 (50.00) | 50.00 (50.00) |")  # path order
+    assert table[3].startswith("| TACO | 70.00 (70.00) | 50.00 (50.00) | 50.00 (50.00) |")
+    printed = capsys.readouterr().out
+    assert f"summary of the 3 finished runs under {out} (1 of this call)" in printed
+    assert "\n".join(table) in printed
+    with open(out / "summary.csv") as f:
+        assert {line.split(",")[0] for line in f.readlines()[1:]} == {"TACO", "MLM"}
+
+
 def test_changed_settings_in_a_finished_run_directory_are_an_error(tmp_path, trained_checkpoint,
                                                                    glue_databin):
     run_dir = tmp_path / "tiny" / "RTE" / "bs16_lr0.001_ep1" / "seed1"

@@ -3,8 +3,9 @@
 Runs every checkpoint x task x seed x grid point with fairseq-train (task/criterion
 sentence_prediction, the recipes of examples/taco/config/finetuning), writes each run's dev
 predictions and metrics.json under OUT/<checkpoint>/<task>/<grid point>/seed<S>/, skips runs
-that finished before, then writes OUT/summary.csv and OUT/summary.md (mean +- std over seeds,
-best run, GLUE averages) and prints the table. Options after `--` go to every fairseq-train run.
+that finished before, then writes OUT/summary.csv and OUT/summary.md of every finished run under
+OUT, this call's and earlier calls' (as taco-glue-summary OUT: mean +- std over seeds, best run,
+GLUE averages) and prints the table. Options after `--` go to every fairseq-train run.
 
 Examples:
 
@@ -32,7 +33,7 @@ from taco_fairseq.glue.options import (
 from taco_fairseq.glue.pretrained import PretrainedCheckpoint
 from taco_fairseq.glue.recipes import Hyperparameters, default_point, grid
 from taco_fairseq.glue.runner import check_checkpoints, fairseq_train_args, plan_runs, run_all
-from taco_fairseq.glue.summary import write_summary
+from taco_fairseq.glue.summary import collect_results, write_summary
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,9 +106,12 @@ def main(argv=None) -> None:
                 print(shlex.join(["fairseq-train", *command]))
             return
         results = run_all(runs, options, args.jobs)
+        finished = collect_results(args.out)  # earlier calls' runs too: the table of OUT
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
-    print(write_summary(results, args.out, pooled=args.pooled))
+    print(f"summary of the {len(finished)} finished runs under {args.out} ({len(results)} of "
+          "this call):")
+    print(write_summary(finished, args.out, pooled=args.pooled))
 
 
 if __name__ == "__main__":

@@ -174,13 +174,22 @@ def checkpoint_to_load(cfg) -> Optional[str]:
     return None  # fresh start (fairseq reports a missing --finetune-from-model itself)
 
 
+def data_fingerprints(dictionary, data_dir) -> Dict[str, object]:
+    """The ``task_state`` entries that a masked-LM task on ``data_dir`` with ``dictionary``
+    (``<mask>`` added) records in every checkpoint: :data:`DICTIONARY_KEY`, and
+    :data:`SENTENCEPIECE_KEY` when ``data_dir`` has a SentencePiece model."""
+    fingerprints = {DICTIONARY_KEY: dictionary_fingerprint(dictionary)}
+    model = os.path.join(data_dir, SENTENCEPIECE_MODEL)
+    if os.path.isfile(model):
+        fingerprints[SENTENCEPIECE_KEY] = file_sha256(model)
+    return fingerprints
+
+
 def record_data_fingerprints(task) -> None:
     """Put the fingerprints of a masked-LM task's dictionary and SentencePiece model (if any)
     into its state, which fairseq saves with every checkpoint (``task_state``)."""
-    task.state.merge_state_dict({DICTIONARY_KEY: dictionary_fingerprint(task.source_dictionary)})
-    model = os.path.join(utils.split_paths(task.cfg.data)[0], SENTENCEPIECE_MODEL)
-    if os.path.isfile(model):
-        task.state.merge_state_dict({SENTENCEPIECE_KEY: file_sha256(model)})
+    task.state.merge_state_dict(data_fingerprints(task.source_dictionary,
+                                                  utils.split_paths(task.cfg.data)[0]))
 
 
 def restore_config(cfg, task, model):

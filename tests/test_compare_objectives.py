@@ -212,8 +212,9 @@ def _search_argv(tmp_path, *extra):
     data.mkdir(exist_ok=True)
     (data / "dict.txt").write_text("a 1\n")
     for task in ("RTE", "STS-B", "CoLA", "MRPC"):  # prepared, as far as the checks look
-        (tmp_path / "glue" / task).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "glue" / task / "input0").mkdir(parents=True, exist_ok=True)
         (tmp_path / "glue" / task / "prep_info.json").write_text("{}")
+        (tmp_path / "glue" / task / "input0" / "dict.txt").write_text("a 1\n")
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({
         "RTE": {"chosen": "bs32_lr0.0003_ep4", "mean_dev_score": {}},
@@ -289,6 +290,26 @@ def test_an_unprepared_task_is_named_before_anything_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"--glue-data {tmp_path / 'glue'}: SST-2 not prepared" in err
     assert "prepare_glue.py --tasks SST-2" in err
+
+
+def test_glue_data_of_another_dictionary_is_an_error_before_pretraining(tmp_path, capsys):
+    """The dictionary check of phase 4 (the checkpoints' fingerprints against each task's
+    input0/dict.txt), made against --data before anything runs."""
+    from taco_fairseq.cli import compare
+
+    argv = _search_argv(tmp_path, "--tasks", "RTE", "MRPC", "--finetune-lr", "3e-4")
+    (tmp_path / "glue" / "MRPC" / "input0" / "dict.txt").write_text("b 1\n")  # as many symbols
+    with pytest.raises(SystemExit):
+        compare.parse_options(argv)
+    err = capsys.readouterr().err
+    data, glue = tmp_path / "bin", tmp_path / "glue"
+    assert (f"--glue-data {glue} (checked against --data {data} before pre-training): checkpoint "
+            f"{tmp_path / 'out' / 'pretrain'}/*/checkpoints/*.pt (to be pre-trained on --data "
+            f"{data}) was trained with another dictionary (6 symbols) than "
+            f"{glue / 'MRPC' / 'input0' / 'dict.txt'} (6 symbols)") in err
+    assert f"It was trained on {data.resolve() / 'dict.txt'}." in err
+    assert "scripts/prepare_glue.py --pretraining-data" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):

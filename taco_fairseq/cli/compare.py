@@ -53,6 +53,7 @@ from taco_fairseq.comparison.study import (
 )
 from taco_fairseq.cli import positive
 from taco_fairseq.glue.options import parse_update_caps, split_fairseq_args
+from taco_fairseq.glue.pretrained import check_glue_data_fits
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
 from taco_fairseq.glue.runner import check_fairseq_args, check_given_once
 from taco_fairseq.glue.summary import collect_results
@@ -162,6 +163,13 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     if not (args.data / "dict.txt").is_file():
         parser.error(f"--data {args.data}: no dict.txt (prepare it with "
                      "scripts/prepare_pretraining_data.py)")
+    for task in dict.fromkeys(t.name for t in finetuned):  # phase 4's check, before phase 1
+        try:
+            check_glue_data_fits(args.data, args.glue_data / task, f"{args.out / 'pretrain'}/*/"
+                                 f"checkpoints/*.pt (to be pre-trained on --data {args.data})")
+        except (FileNotFoundError, ValueError) as e:
+            parser.error(f"--glue-data {args.glue_data} (checked against --data {args.data} "
+                         f"before pre-training): {e}")
     options = StudyOptions(
         out=args.out, objectives=args.objectives, pretrain_seeds=args.pretrain_seeds,
         settings=settings, glue_data=args.glue_data,

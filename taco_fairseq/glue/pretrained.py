@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..checkpoints import (DICTIONARY_KEY, check_dictionary, load_lazily, recorded_data_dir,
-                           saved_option)
+from ..checkpoints import (DICTIONARY_KEY, check_dictionary, data_fingerprints, load_lazily,
+                           recorded_data_dir, saved_option)
 from ..errors import InputNotFoundError, OptionError
 from ..prep.pretraining import DICT_FILE, MODEL_FILE
 from ..prep.glue_data import INFO_FILE, read_prep_info
@@ -148,6 +148,22 @@ def check_compatible(
             f"the GLUE data in {task_dir} was encoded with another dictionary than {checkpoint} "
             f"was pre-trained with ({data / DICT_FILE}). {GLUE_DATA_FIX}"
         )
+
+
+def check_glue_data_fits(data: Path, task_dir: Path, checkpoints: str) -> None:
+    """:func:`check_glue_data` before pre-training, for the ``checkpoints`` (a description,
+    for messages) that a pre-training on the data-bin ``data`` will save: against the
+    fingerprints they will record (:func:`taco_fairseq.checkpoints.data_fingerprints`), so that
+    GLUE data prepared with another dictionary or SentencePiece model is an error at once, with
+    the message fine-tuning would give.
+
+    Raises:
+        ValueError: as :func:`check_glue_data`.
+    """
+    data = Path(data).resolve()
+    state = {"model": {}, "cfg": {"task": {"data": str(data)}},
+             "task_state": data_fingerprints(load_task_dictionary(data / DICT_FILE), data)}
+    check_glue_data(checkpoints, state, task_dir)
 
 
 def check_glue_data(checkpoint, state: dict, task_dir: Path):

@@ -150,8 +150,9 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
     assert all(float(m["valid_mlm_loss"]) > 0 and -1 <= float(m["contextual_score"]) <= 1
                for m in measures)
     report = (out / "report.md").read_text()
-    for text in ("## Wall time", "## Fine-tuning hyper-parameters", "| mlm | 6 |", "| taco | 12 |", "taco − mlm at equal updates",
-                 "Speed-up of taco over mlm", "Does the baseline improve"):
+    for text in ("## Wall time", "## Fine-tuning hyper-parameters", "| mlm | 6 |", "| taco | 12 |",
+                 "taco − mlm at equal updates", "Speed-up of taco over mlm",
+                 "Does the baseline improve"):
         assert text in report
     for figure in ("glue_average", "difference", "tasks", "checkpoints"):
         assert (out / f"{figure}.png").read_bytes()[:4] == b"\x89PNG"
@@ -310,6 +311,32 @@ def test_glue_data_of_another_dictionary_is_an_error_before_pretraining(tmp_path
     assert f"It was trained on {data.resolve() / 'dict.txt'}." in err
     assert "scripts/prepare_glue.py --pretraining-data" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_report_only_call_records_the_command_the_runs_were_made_with(monkeypatch, tmp_path):
+    """report.md of a --report-only call (without the `--` options) gives the command that ran
+    the phases, which it does not replace, and names the --report-only call besides."""
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison.statistics import Score
+
+    scores = [Score(o, 1, 10, "RTE", 1, "accuracy", 60.0, "accuracy", 60.0)
+              for o in ("mlm", "taco")]
+    monkeypatch.setattr(compare, "run_phases", lambda options, timer: ([], scores))
+    monkeypatch.setattr(compare, "collect_results", lambda finetune: [])
+    monkeypatch.setattr(compare, "scores_of", lambda results, points: scores)
+    argv = [a for a in _search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4")
+            if a != "--finetune-search-from" and a != str(tmp_path / "earlier.json")]
+    ran = "taco-compare " + shlex.join([*argv, "--", "--num-workers", "0"])
+    compare.main([*argv, "--", "--num-workers", "0"])
+    report = tmp_path / "out" / "report.md"
+    assert f"\nCommand: `{ran}`\n" in report.read_text()
+
+    compare.main(["--report-only", *argv])
+    text = report.read_text()
+    assert f"\nCommand: `{ran}`\n" in text
+    assert ("Report written by `taco-compare " + shlex.join(["--report-only", *argv])
+            + "` (--report-only: it ran nothing).") in text
+    assert (tmp_path / "out" / "command.txt").read_text() == ran + "\n"
 
 
 def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):

@@ -7,7 +7,8 @@ records each checkpoint's validation MLM loss and contextual score on held-out t
 fine-tunes every checkpoint on --tasks x --seeds (the last one on --final-tasks too) with the
 GLUE runner; and writes OUT/summary.csv (one row per objective x pretrain_seed x updates x task
 x seed), OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates, per task,
-paired difference with 95% bootstrap intervals, speed-up). Run it again and it continues:
+paired difference with 95% bootstrap intervals, speed-up); OUT/command.txt records the command
+that ran the phases, for the report of a later --report-only call. Run it again and it continues:
 pre-training from checkpoint_last.pt, finished fine-tunings skipped. Options after `--` go to
 every pre-training fairseq-train call.
 
@@ -26,7 +27,7 @@ import platform
 import shlex
 import sys
 from pathlib import Path
-from typing import Tuple
+from typing import List, Tuple
 
 from taco_fairseq.comparison.objectives import available_objectives
 from taco_fairseq.comparison.pretraining import PretrainSettings
@@ -59,6 +60,9 @@ from taco_fairseq.glue.runner import check_fairseq_args, check_given_once
 from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
 from taco_fairseq.prep.glue_data import INFO_FILE
+
+#: Where a call that runs the phases records its command, for the report of a --report-only call.
+COMMAND_FILE = "command.txt"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -236,6 +240,7 @@ def main(argv=None) -> None:
                         level=logging.INFO, force=True)
     options, report_only = parse_options(argv)
     options.out.mkdir(parents=True, exist_ok=True)
+    command = "taco-compare " + shlex.join(argv)
     timer = PhaseTimer(options.out)
     try:
         if report_only:
@@ -243,11 +248,26 @@ def main(argv=None) -> None:
             scores = scores_of(collect_results(options.out / "finetune"),
                                chosen_points(options))
         else:
+            (options.out / COMMAND_FILE).write_text(command + "\n", encoding="utf-8")
             measures, scores = run_phases(options, timer)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
     print("== 5/5 report", flush=True)
-    write_report(options, argv, measures, scores, timer.seconds)
+    write_report(options, command_lines(options.out, command, report_only), measures, scores,
+                 timer.seconds)
+
+
+def command_lines(out: Path, command: str, report_only: bool) -> List[str]:
+    """The report's ``Command:`` line: ``command``, or after ``--report-only`` the command that
+    ran the phases last (``OUT/command.txt``) and a line naming the ``--report-only`` call."""
+    if not report_only:
+        return [f"Command: `{command}`"]
+    path = Path(out) / COMMAND_FILE
+    ran = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+    return [f"Command: `{ran}`" if ran else
+            f"Command: not recorded ({path} does not exist: the runs were made by a taco-compare "
+            "that did not record it, or none has run in this --out)", "",
+            f"Report written by `{command}` (--report-only: it ran nothing)."]
 
 
 def run_phases(options: StudyOptions, timer: PhaseTimer):
@@ -284,8 +304,9 @@ def run_phases(options: StudyOptions, timer: PhaseTimer):
     return measures, scores
 
 
-def write_report(options: StudyOptions, argv, measures, scores, timings) -> None:
-    """summary.csv, checkpoints.csv, the figures and report.md in OUT; prints the report."""
+def write_report(options: StudyOptions, command: List[str], measures, scores, timings) -> None:
+    """summary.csv, checkpoints.csv, the figures and report.md in OUT (its header with the
+    ``command`` lines, :func:`command_lines`); prints the report."""
     out = options.out
     if not scores:
         sys.exit(f"error: no finished fine-tuning in {out / 'finetune'} yet")
@@ -295,8 +316,7 @@ def write_report(options: StudyOptions, argv, measures, scores, timings) -> None
     baseline = options.objectives[0]
     plot_figures(table, measures, baseline, out)
     header = "\n".join([
-        "# Objective comparison", "",
-        "Command: `taco-compare " + shlex.join(argv) + "`", "",
+        "# Objective comparison", "", *command, "",
         f"Machine: {machine()}", "",
         "Scores: GLUE dev, points (MCC for CoLA, F1 for MRPC, Spearman for STS-B, accuracy "
         "otherwise); averages over the tasks fine-tuned at every checkpoint.",

@@ -178,26 +178,17 @@ def data_fingerprints(dictionary, data_dir) -> Dict[str, object]:
     """The ``task_state`` entries that a masked-LM task on ``data_dir`` with ``dictionary``
     (``<mask>`` added) records in every checkpoint: :data:`DICTIONARY_KEY`, and
     :data:`SENTENCEPIECE_KEY` when ``data_dir`` has a SentencePiece model."""
-    fingerprints = {DICTIONARY_KEY: dictionary_fingerprint(dictionary)}
     model = os.path.join(data_dir, SENTENCEPIECE_MODEL)
-    if os.path.isfile(model):
-        fingerprints[SENTENCEPIECE_KEY] = file_sha256(model)
-    return fingerprints
-
-
-def record_data_fingerprints(task) -> None:
-    """Put the fingerprints of a masked-LM task's dictionary and SentencePiece model (if any)
-    into its state, which fairseq saves with every checkpoint (``task_state``)."""
-    task.state.merge_state_dict(data_fingerprints(task.source_dictionary,
-                                                  utils.split_paths(task.cfg.data)[0]))
+    return {DICTIONARY_KEY: dictionary_fingerprint(dictionary),
+            **({SENTENCEPIECE_KEY: file_sha256(model)} if os.path.isfile(model) else {})}
 
 
 def restore_config(cfg, task, model):
     """The ``checkpoint`` config with which fairseq-train loads its checkpoint: ``cfg``, or,
     when ``checkpoint_last.pt`` is unreadable, a copy whose ``restore_file`` is the newest intact
     checkpoint (:func:`checkpoint_to_load`); for RoBERTa models the checkpoint is checked by
-    :func:`check_checkpoint_fits`. Masked-LM tasks record their data's fingerprints, others
-    (e.g. GLUE) those of the checkpoint they start from.
+    :func:`check_checkpoint_fits`. Masked-LM tasks record their data's fingerprints
+    (:func:`data_fingerprints`), others (e.g. GLUE) those of the checkpoint they start from.
 
     Raises:
         OptionError, InputNotFoundError: from the two functions named.
@@ -207,7 +198,8 @@ def restore_config(cfg, task, model):
 
     masked_lm = isinstance(task, MaskedLMTask)
     if masked_lm:
-        record_data_fingerprints(task)
+        task.state.merge_state_dict(data_fingerprints(task.source_dictionary,
+                                                      utils.split_paths(task.cfg.data)[0]))
     path = checkpoint_to_load(cfg)
     if path is None:
         return cfg

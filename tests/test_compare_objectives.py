@@ -338,6 +338,14 @@ def test_a_report_only_call_records_the_command_the_runs_were_made_with(monkeypa
             + "` (--report-only: it ran nothing).") in text
     assert (tmp_path / "out" / "command.txt").read_text() == ran + "\n"
 
+    def refused(options, timer):
+        raise ValueError("pre-trained with other options")
+
+    monkeypatch.setattr(compare, "run_phases", refused)  # a call that fails keeps the record
+    with pytest.raises(SystemExit, match="pre-trained with other options"):
+        compare.main([*argv, "--lr", "1e-3"])
+    assert (tmp_path / "out" / "command.txt").read_text() == ran + "\n"
+
 
 def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):
     from taco_fairseq.cli import compare
@@ -402,6 +410,7 @@ def test_a_search_from_an_earlier_study_does_not_replace_another(tmp_path, capsy
     (["--seeds", "1", "2", "1"], "--seeds given twice: 1"),
     (["--pretrain-seeds", "1", "1"], "--pretrain-seeds given twice: 1"),
     (["--objectives", "taco", "mlm", "taco"], "--objectives given twice: taco"),
+    (["--finetune-lr", "3e-4", "3e-4"], "--finetune-lr given twice: 0.0003"),
 ])
 def test_a_seed_or_objective_given_twice_is_an_error(tmp_path, capsys, extra, message):
     """It would be pre-trained or fine-tuned, and counted as a seed, twice."""
@@ -412,3 +421,23 @@ def test_a_seed_or_objective_given_twice_is_an_error(tmp_path, capsys, extra, me
                                            *extra))
     assert f"error: {message} (each would be run and counted twice" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("fairseq_args, option", [
+    (["--seed", "3"], "--pretrain-seeds"), (["--save-dir=x"], "--out"),
+    (["-aroberta_base"], "--arch"), (["--num-workers", "0", "--lr", "1e-3"], "--lr")])
+def test_pretraining_options_the_comparison_sets_are_an_error_after_the_separator(
+        tmp_path, capsys, fairseq_args, option):
+    """They would override every pre-training's value while its name and the report named the
+    comparison's (e.g. --seed: two "seeds" pre-trained alike)."""
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4",
+                                           "--", *fairseq_args))
+    assert f"(fairseq keeps the last value); use taco-compare's {option}" in (
+        capsys.readouterr().err)
+    options, _ = compare.parse_options(_search_argv(
+        tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4", "--", "--num-workers", "0",
+        "--log-interval", "1"))
+    assert options.settings.extra == ("--num-workers", "0", "--log-interval", "1")

@@ -103,6 +103,23 @@ def test_summary_mean_std_best_and_glue_averages(tmp_path):
             "mean": "57.0000"}.items() <= rows[-3].items()
 
 
+def test_runs_of_one_checkpoint_name_with_other_settings_are_not_averaged():
+    """Seeds and grid points may differ within a checkpoint and task, nothing else."""
+    runs = [dict(result("A", "RTE", 1, {"RTE": {"accuracy": 50.0}}), run_dir="a/1"),
+            dict(result("A", "RTE", 2, {"RTE": {"accuracy": 80.0}}, lr=2e-5), run_dir="a/2")]
+    runs[1]["settings"]["checkpoint_path"] = "/b/checkpoint_9000.pt"
+    with pytest.raises(ValueError, match=r"^a/1 and a/2: runs of A on RTE with other settings "
+                       r"\(checkpoint_path: None then, '/b/checkpoint_9000.pt' now\) would be "
+                       "averaged together"):
+        summarize(runs)
+    runs[1]["settings"].pop("checkpoint_path")
+    runs[1]["pretraining_updates"] = 9000
+    with pytest.raises(ValueError, match="pretraining_updates: None then, 9000 now"):
+        summarize(runs, pooled=True)
+    runs[1].pop("pretraining_updates")
+    assert summarize(runs, pooled=True)[0].runs == 2
+
+
 def test_sweep_curves_speedup_and_plot(tmp_path):
     scores = {"MLM": {1000: 50.0, 2000: 55.0, 4000: 60.0, 8000: 60.0},
               "TACO": {1000: 52.0, 2000: 61.0, 4000: 63.0, 8000: 64.0}}

@@ -374,7 +374,8 @@ def test_caps_per_task_and_fairseqs_max_update_together_are_an_error(
 @pytest.mark.parametrize("option, fairseq_args", [
     ("--seed", ["--seed", "7"]), ("--lr", ["--lr=1e-3"]), ("--batch-size", ["--batch-size", "8"]),
     ("--max-sentences", ["--max-sentences", "8"]), ("--max-epoch", ["--max-epoch", "2"]),
-    ("--save-dir", ["--save-dir", "x"]), ("-a", ["--fp16", "-a", "roberta_base"])])
+    ("--save-dir", ["--save-dir", "x"]), ("-a", ["--fp16", "-a", "roberta_base"]),
+    ("-a", ["-aroberta_base"]), ("--update-freq", ["--update-freq", "2"])])
 def test_fairseq_options_the_runner_sets_per_run_are_an_error(option, fairseq_args, tmp_path):
     """They would override the runner's value while the run's directory names the runner's."""
     with pytest.raises(ValueError, match=f"^{option} among the fairseq options would override "

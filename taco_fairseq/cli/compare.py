@@ -10,7 +10,7 @@ x seed), OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates
 paired difference with 95% bootstrap intervals, speed-up); OUT/command.txt records the command
 that ran the phases, for the report of a later --report-only call. Run it again and it continues:
 pre-training from checkpoint_last.pt, finished fine-tunings skipped. Options after `--` go to
-every pre-training fairseq-train call.
+every pre-training fairseq-train call (not those the comparison sets itself, such as --seed).
 
 Example (a toy run on the CPU; docs/results.md has the study's command):
 
@@ -138,7 +138,8 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     parser = build_parser()
     args = parser.parse_args(own)
     try:
-        for option in ("--objectives", "--pretrain-seeds", "--seeds"):
+        for option in ("--objectives", "--pretrain-seeds", "--seeds", "--finetune-lr",
+                       "--finetune-epochs"):
             check_given_once(option, getattr(args, option[2:].replace("-", "_")))
         finetuned = get_tasks([*args.tasks, *args.final_tasks])
         caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
@@ -242,15 +243,21 @@ def main(argv=None) -> None:
     options.out.mkdir(parents=True, exist_ok=True)
     command = "taco-compare " + shlex.join(argv)
     timer = PhaseTimer(options.out)
+    recorded = options.out / COMMAND_FILE
+    before = recorded.read_text(encoding="utf-8") if recorded.is_file() else None
     try:
         if report_only:
             measures = read_measures(options)
             scores = scores_of(collect_results(options.out / "finetune"),
                                chosen_points(options))
         else:
-            (options.out / COMMAND_FILE).write_text(command + "\n", encoding="utf-8")
+            recorded.write_text(command + "\n", encoding="utf-8")
             measures, scores = run_phases(options, timer)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
+        if not report_only and before is None:  # e.g. other options than the runs': the
+            recorded.unlink()  # runs were not made with this command
+        elif not report_only:
+            recorded.write_text(before, encoding="utf-8")
         sys.exit(f"error: {e}")
     print("== 5/5 report", flush=True)
     write_report(options, command_lines(options.out, command, report_only), measures, scores,

@@ -48,10 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     hyper.add_argument("--batch-sizes", nargs="+", type=positive(int), metavar="B")
     hyper.add_argument("--lrs", nargs="+", type=positive(float), metavar="LR")
     hyper.add_argument("--epochs", nargs="+", type=positive(int), metavar="E")
-    hyper.add_argument("--grid", action="store_true",
-                       help="the paper's 32-point grid (instead of the three options above)")
-    hyper.add_argument("--sample-grid", type=positive(int), metavar="N",
-                       help="N random points of the grid (the paper's base models: 6)")
+    grid_choice = hyper.add_mutually_exclusive_group()
+    grid_choice.add_argument("--grid", action="store_true",
+                             help="the paper's 32-point grid (instead of the three options above)")
+    grid_choice.add_argument("--sample-grid", type=positive(int), metavar="N",
+                             help="N random points of the grid (the paper's base models: 6)")
     hyper.add_argument("--grid-seed", type=int, default=1, help="seed of --sample-grid")
     parser.add_argument("--pooled", action="store_true",
                         help="summarize all grid points of a task together (mean over sampled "

@@ -31,12 +31,25 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..analysis.checkpoints import interval_checkpoints
 from ..analysis.training_log import parse_json_log
+from ..glue.runner import option_names
 from .objectives import RECIPES_DIR, objective_args, shared_args
 
 USER_DIR = Path(__file__).resolve().parents[1]  # the taco_fairseq package, for --user-dir
 TRAIN_LOG = "train.log"
 LOCK_FILE = "pretrain.lock"
 _COMMAND = "# fairseq-train "  # how train.log records each command that trained the run
+#: fairseq options that :func:`fairseq_train_args` sets from the comparison's own options (the
+#: taco-compare option to use instead): after ``--`` they would win (fairseq keeps the last
+#: value) while the run's name, the options check and the report name the comparison's.
+STUDY_OPTIONS = {
+    "--seed": "--pretrain-seeds", "--save-dir": "--out", "--arch": "--arch", "-a": "--arch",
+    "--max-update": "--max-update", "--total-num-update": "--max-update", "--lr": "--lr",
+    "--batch-size": "--batch-size", "--max-sentences": "--batch-size",
+    "--update-freq": "--update-freq", "--warmup-updates": "--warmup-updates",
+    "--tokens-per-sample": "--tokens-per-sample", "--max-positions": "--tokens-per-sample",
+    "--save-interval-updates": "--checkpoint-updates",
+    "--keep-interval-updates": "--checkpoint-updates",
+}
 
 
 @dataclass(frozen=True)
@@ -65,7 +78,12 @@ class PretrainSettings:
             per update (``batch_size × update_freq`` per worker).
         lr: peak learning rate; ``warmup_updates`` its linear warm-up.
         cpu: train on the CPU (``--cpu``).
-        extra: further ``fairseq-train`` options, appended last (they override the above).
+        extra: further ``fairseq-train`` options, appended last, none of
+            :data:`STUDY_OPTIONS`.
+
+    Raises:
+        ValueError: bad checkpoint updates or warm-up, or an option of :data:`STUDY_OPTIONS`
+            in ``extra``.
     """
 
     data: Path
@@ -92,6 +110,11 @@ class PretrainSettings:
         if self.warmup_updates >= self.max_update:
             raise ValueError(f"--warmup-updates {self.warmup_updates} must be below "
                              f"--max-update {self.max_update}")
+        given = [name for name in option_names(self.extra) if name in STUDY_OPTIONS]
+        if given:
+            raise ValueError(f"{given[0]} after -- would override what taco-compare sets for "
+                             "every pre-training (fairseq keeps the last value); use "
+                             f"taco-compare's {STUDY_OPTIONS[given[0]]}")
 
     @property
     def save_interval(self) -> int:

@@ -109,8 +109,16 @@ CAPPED_OPTIONS = ("--max-update", "--total-num-update")
 #: fairseq options that the runner sets for every run (:func:`.recipes.finetune_args`): given
 #: again among the fairseq options, they would win (fairseq keeps the last value) while the
 #: run's directory and ``metrics.json`` name the runner's values.
-RUN_OPTIONS = ("--seed", "--lr", "--batch-size", "--max-sentences", "--max-epoch", "--save-dir",
-               "--restore-file", "--user-dir", "--arch", "-a", "--max-positions")
+RUN_OPTIONS = ("--seed", "--lr", "--batch-size", "--max-sentences", "--update-freq",
+               "--max-epoch", "--save-dir", "--restore-file", "--user-dir", "--arch", "-a",
+               "--max-positions")
+
+
+def option_names(args: Sequence[str]) -> List[str]:
+    """The option names among command-line ``args``: ``--name`` of ``--name`` and
+    ``--name=value``, ``-a`` of ``-a`` and ``-aVALUE`` (fairseq's only short option)."""
+    return ["-a" if arg.startswith("-a") else arg.split("=")[0]
+            for arg in args if arg.startswith("-")]
 
 
 def check_fairseq_args(max_updates: Dict[str, int], fairseq_args: Sequence[str]) -> None:
@@ -121,7 +129,7 @@ def check_fairseq_args(max_updates: Dict[str, int], fairseq_args: Sequence[str])
     Raises:
         ValueError: naming the first such option.
     """
-    names = [arg.split("=")[0] for arg in fairseq_args if arg.startswith("-")]
+    names = option_names(fairseq_args)
     overriding = [name for name in names if name in RUN_OPTIONS]
     if overriding:
         raise ValueError(
@@ -235,12 +243,9 @@ def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> 
     if done.is_file():
         result = json.loads(done.read_text(encoding="utf-8"))
         if result["settings"] != settings:
-            before = result["settings"]
-            changes = "; ".join(f"{key}: {before.get(key)!r} then, {settings.get(key)!r} now"
-                                for key in sorted(before.keys() | settings.keys())
-                                if before.get(key) != settings.get(key))
-            raise ValueError(f"{run_dir} holds a finished run with other settings ({changes}); "
-                             "use another output directory or remove it")
+            raise ValueError(f"{run_dir} holds a finished run with other settings "
+                             f"({settings_changes(result['settings'], settings)}); use another "
+                             "output directory or remove it")
         if result["pretraining_updates"] != info.num_updates:  # e.g. a checkpoint_last.pt
             raise ValueError(
                 f"{run_dir} holds a finished run of {run.checkpoint.path} when it had "
@@ -291,6 +296,13 @@ def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> 
     partial.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     partial.replace(done)
     return dict(result, run_dir=str(run_dir))
+
+
+def settings_changes(before: dict, now: dict) -> str:
+    """``key: BEFORE then, NOW now; ...`` for every key whose value differs (sorted)."""
+    return "; ".join(f"{key}: {before.get(key)!r} then, {now.get(key)!r} now"
+                     for key in sorted(before.keys() | now.keys())
+                     if before.get(key) != now.get(key))
 
 
 def run_settings(run: FinetuneRun, options: RunnerOptions) -> dict:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .runner import RESULT_FILE
+from .runner import RESULT_FILE, settings_changes
 from .tasks import EVAL_COLUMNS, task_of_column
 
 SUMMARY_CSV = "summary.csv"
@@ -66,7 +66,14 @@ def collect_results(out_dir: Path) -> List[dict]:
 
 def summarize(results: Sequence[dict], pooled: bool = False) -> List[Cell]:
     """Cells for every (checkpoint, column, metric) of ``results`` (see the module doc),
-    checkpoints in first-seen order, columns in the paper's order."""
+    checkpoints in first-seen order, columns in the paper's order.
+
+    Raises:
+        ValueError: two runs of one checkpoint name and task differ in more than their seed
+            and grid point (e.g. another checkpoint file, ``--max-updates`` or fairseq
+            options): they would be averaged together.
+    """
+    _check_comparable(results)
     groups: Dict[Tuple[str, str], Dict[tuple, List[dict]]] = defaultdict(lambda: defaultdict(list))
     for result in results:
         s = result["settings"]
@@ -95,6 +102,22 @@ def summarize(results: Sequence[dict], pooled: bool = False) -> List[Cell]:
                     max(v[metric] for v in every_run), len(values), point,
                 ))
     return cells
+
+
+def _check_comparable(results: Sequence[dict]) -> None:
+    first: Dict[Tuple[str, str], Tuple[Optional[str], dict]] = {}
+    for result in results:
+        shared = {key: value for key, value in result["settings"].items()
+                  if key not in ("seed", "batch_size", "lr", "epochs")}
+        shared["pretraining_updates"] = result.get("pretraining_updates")
+        run_dir, earlier = first.setdefault((shared["checkpoint"], shared["task"]),
+                                            (result.get("run_dir"), shared))
+        if earlier != shared:
+            raise ValueError(
+                f"{run_dir} and {result.get('run_dir')}: runs of {shared['checkpoint']} on "
+                f"{shared['task']} with other settings ({settings_changes(earlier, shared)}) "
+                "would be averaged together; summarize them apart (another --out, or another "
+                "NAME= for the checkpoint)")
 
 
 def glue_averages(cells: Sequence[Cell]) -> Dict[str, Dict[str, float]]:

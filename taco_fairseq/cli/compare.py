@@ -254,10 +254,11 @@ def main(argv=None) -> None:
             recorded.write_text(command + "\n", encoding="utf-8")
             measures, scores = run_phases(options, timer)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
-        if not report_only and before is None:  # e.g. other options than the runs': the
-            recorded.unlink()  # runs were not made with this command
-        elif not report_only:
-            recorded.write_text(before, encoding="utf-8")
+        if not report_only:  # the runs were not made with this command (e.g. other options)
+            if before is None:
+                recorded.unlink()
+            else:
+                recorded.write_text(before, encoding="utf-8")
         sys.exit(f"error: {e}")
     print("== 5/5 report", flush=True)
     write_report(options, command_lines(options.out, command, report_only), measures, scores,

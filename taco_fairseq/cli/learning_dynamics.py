@@ -64,7 +64,7 @@ def main(argv=None):
 
 def _analyses(args):
     logs = _read_logs(args.runs, args.logs)
-    similarity = run_embedding_similarity(args)  # before the long one: its errors come at once
+    similarity = run_embedding_similarity(args)  # first: a missing --wordsim is named at once
     return logs, run_contextual_score(args), similarity
 
 

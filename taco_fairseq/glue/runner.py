@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,8 +178,7 @@ def check_given_once(what: str, values: Sequence) -> None:
     Raises:
         ValueError: naming ``what`` and the repeated values.
     """
-    values = list(values)
-    repeated = sorted({str(v) for v in values if values.count(v) > 1})
+    repeated = sorted(str(value) for value, count in Counter(values).items() if count > 1)
     if repeated:
         raise ValueError(f"{what} given twice: {', '.join(repeated)} (each would be run and "
                          "counted twice; give each once)")

@@ -5,7 +5,8 @@ sentence_prediction, the recipes of examples/taco/config/finetuning), writes eac
 predictions and metrics.json under OUT/<checkpoint>/<task>/<grid point>/seed<S>/, skips runs
 that finished before, then writes OUT/summary.csv and OUT/summary.md of every finished run under
 OUT, this call's and earlier calls' (as taco-glue-summary OUT: mean +- std over seeds, best run,
-GLUE averages) and prints the table. Options after `--` go to every fairseq-train run.
+GLUE averages) and prints the table. Options after `--` go to every fairseq-train run (not
+those the runner sets for each run, such as --seed or --lr: use the options below).
 
 Examples:
 

@@ -1,12 +1,11 @@
 """The criteria: ``mlm`` (fairseq's masked-LM loss, or MLM+TP, with the online diagnostics),
 ``taco`` (``mlm`` + λ · the TC loss, TACO §3.2) and ``sentence_prediction_summable`` (fairseq's
-``sentence_prediction`` whose GLUE metrics survive data-parallel validation)."""
+``sentence_prediction`` whose GLUE metrics add up over data-parallel workers)."""
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, NamedTuple, Optional
+from typing import NamedTuple
 
-import numpy as np
 import torch
 from fairseq import modules, utils
 from fairseq.criterions import register_criterion
@@ -299,112 +298,33 @@ class TacoLoss(MlmLoss):
 
 @register_criterion("sentence_prediction_summable", dataclass=SentencePredictionConfig)
 class SummableSentencePredictionCriterion(SentencePredictionCriterion):
-    """fairseq's ``sentence_prediction`` whose GLUE metrics survive data-parallel validation:
-    instead of lists of predictions, which fairseq cannot sum over workers, it logs count
-    tensors, ``_confusion[gold, predicted]`` (``[labels, labels]``, the integer labels in
-    increasing order: ``mcc``, accuracy) and ``_label_one`` (``[2, 2]``, label 1 against the
-    rest: ``f1`` of label 1, 0 when 1 is no label, as fairseq's; ``acc_and_f1``), or the
-    float64 moments ``_moments`` = (n, Σx, Σy, Σx², Σy², Σxy) (``pearson``), all metrics in
-    points. Spearman's needs all ranks: the GLUE runner computes it from the dev predictions.
+    """fairseq's ``sentence_prediction`` whose GLUE metrics add up over data-parallel workers.
+
+    With ``--report-mcc``, ``--report-acc-and-f1`` or ``--report-pearson-and-spearman``,
+    fairseq's criterion logs the lists of a validation batch's predictions and targets but
+    declares its logging outputs summable, so with two or more workers fairseq's
+    ``Trainer._fast_stat_sync_sum`` adds lists to numbers and fails (``TypeError``). Here they
+    are then gathered (fairseq's ``all_gather_list``, one batch at a time, within
+    ``--all-gather-list-size`` bytes) and fairseq's own ``reduce_metrics`` derives the metrics.
 
     Raises:
-        ValueError: ``--report-mcc``/``--report-acc-and-f1`` with non-integer class labels.
+        ValueError: ``--report-mcc``/``--report-acc-and-f1`` with class labels that are not
+            integers, or ``--report-acc-and-f1`` with labels other than 0 and 1 (fairseq's
+            metrics would fail at the first validation).
     """
 
     def __init__(self, cfg: SentencePredictionConfig, task):
         super().__init__(cfg, task)
         if self.keep_pred_and_targ and not self.regression_target:
             nspecial = self.label_dict.nspecial
-            symbols = self.label_dict.symbols[nspecial:nspecial + task.cfg.num_classes]
-            try:
-                self.label_values = torch.tensor(sorted(int(s) for s in symbols))
-            except ValueError:
+            labels = self.label_dict.symbols[nspecial:nspecial + task.cfg.num_classes]
+            if not all(label.lstrip("-").isdigit() for label in labels):
                 raise ValueError("--report-mcc/--report-acc-and-f1 need integer class labels "
-                                 f"(as GLUE's CoLA, MRPC, QQP); the label dictionary has "
-                                 f"{symbols}") from None
+                                 f"(as GLUE's CoLA, MRPC, QQP); the label dictionary has {labels}")
+            if self.report_acc_and_f1 and not set(labels) <= {"0", "1"}:
+                raise ValueError("--report-acc-and-f1 (F1 of label 1) needs the labels 0 and 1 "
+                                 f"(as GLUE's MRPC, QQP); the label dictionary has {labels}")
 
-    def forward(self, model, sample, reduce=True):
-        """As fairseq's ``sentence_prediction``, the prediction/target lists replaced by
-        summable statistics."""
-        loss, sample_size, logging_output = super().forward(model, sample, reduce)
-        if "pred" in logging_output:
-            pred, targ = logging_output.pop("pred"), logging_output.pop("targ")
-            if self.regression_target:
-                x, y = (torch.tensor(v, dtype=torch.float64) for v in (pred, targ))
-                logging_output["_moments"] = torch.stack(
-                    [x.new_tensor(len(x)), x.sum(), y.sum(), x @ x, y @ y, x @ y])
-            else:
-                pred, targ = (torch.tensor(v, dtype=torch.long) for v in (pred, targ))
-                logging_output["_confusion"] = _counts(
-                    *(torch.searchsorted(self.label_values, v) for v in (targ, pred)),
-                    len(self.label_values))
-                logging_output["_label_one"] = _counts(targ.eq(1).long(), pred.eq(1).long(), 2)
-        return loss, sample_size, logging_output
-
-    @classmethod
-    def reduce_metrics(cls, logging_outputs) -> None:
-        """fairseq's loss and accuracy, plus ``mcc``/``f1``/``acc_and_f1``/``pearson`` from
-        the summed statistics (hidden meters)."""
-        super().reduce_metrics(logging_outputs)
-        keys = {key for log in logging_outputs for key in log}
-        for key in keys & {"_confusion", "_label_one", "_moments"}:
-            metrics.log_scalar(key, sum(log[key] for log in logging_outputs if key in log))
-
-        def reported(flag, key):
-            return key in keys and any(log.get(flag, False) for log in logging_outputs)
-
-        if reported("report_mcc", "_confusion"):
-            metrics.log_derived("mcc", lambda m: _confusion_metric(m, "_confusion", "mcc"))
-        if reported("report_acc_and_f1", "_confusion"):
-            metrics.log_derived("f1", lambda m: _confusion_metric(m, "_label_one", "f1"))
-            metrics.log_derived("acc_and_f1", lambda m: (
-                _confusion_metric(m, "_label_one", "f1")
-                + _confusion_metric(m, "_confusion", "accuracy")) / 2)
-        if reported("report_pearson_and_spearman", "_moments"):
-            metrics.log_derived("pearson",
-                                lambda m: pearson_from_moments(*m["_moments"].sum.tolist()))
-
-
-def _counts(gold: Tensor, predicted: Tensor, classes: int) -> Tensor:
-    """``[classes, classes]`` int64 counts of the (gold, predicted) class indices."""
-    return torch.bincount(gold * classes + predicted, minlength=classes ** 2).view(classes, -1)
-
-
-def _confusion_metric(meters, key, name):
-    positive = 1 if key == "_label_one" else None
-    return confusion_metrics(meters[key].sum.cpu().numpy(), positive)[name]
-
-
-def confusion_metrics(confusion: np.ndarray, positive: Optional[int] = None) -> Dict[str, float]:
-    """Accuracy, Matthews correlation and (with the ``positive`` class index) F1, in points, of
-    a ``[classes, classes]`` matrix of counts ``confusion[gold, predicted]``: scikit-learn's on
-    the pairs weighted by their counts (F1 0 without any positive).
-
-    Raises:
-        ValueError: an empty matrix (no examples).
-    """
-    from sklearn.metrics import f1_score, matthews_corrcoef  # only when metrics are derived
-
-    confusion = np.asarray(confusion, dtype=np.float64)
-    if confusion.sum() <= 0:
-        raise ValueError("no examples: the confusion matrix is all zeros")
-    gold, predicted = (index.ravel() for index in np.indices(confusion.shape))
-    weight = confusion.ravel()
-    result = {"accuracy": 100.0 * np.trace(confusion) / confusion.sum(),
-              "mcc": 100.0 * matthews_corrcoef(gold, predicted, sample_weight=weight)}
-    if positive is not None:
-        result["f1"] = 100.0 * f1_score(gold, predicted, pos_label=positive,
-                                        sample_weight=weight, zero_division=0)
-    return result
-
-
-def pearson_from_moments(n: float, sx: float, sy: float, sxx: float, syy: float,
-                         sxy: float) -> float:
-    """Pearson's r (in points) of n pairs (x, y) from the sums Σx, Σy, Σx², Σy², Σxy:
-    (n·Σxy − Σx·Σy) / √((n·Σx² − (Σx)²)(n·Σy² − (Σy)²)); NaN when either variance is 0
-    (as scipy). Sums should be float64: the formula subtracts numbers of size n²·x²."""
-    covariance = n * sxy - sx * sy
-    variance = (n * sxx - sx * sx) * (n * syy - sy * sy)
-    if variance <= 0:
-        return math.nan
-    return 100.0 * covariance / math.sqrt(variance)
+    def logging_outputs_can_be_summed(self) -> bool:
+        """False when the logging outputs hold lists of predictions (``--report-*``)."""
+        return not self.keep_pred_and_targ

@@ -6,9 +6,13 @@
   :func:`taco_fairseq.checkpoints.restore_config`, for every task.
 * ``distributed.utils._broadcast_object_slow``, with which rank 0 sends the checkpoint it
   loaded to the other data-parallel ranks, unpickles also :data:`BROADCAST_GLOBALS`.
+* ``distributed.utils.all_gather_list``, with which fairseq gathers logging outputs that
+  cannot be summed, needs CUDA; without it, torch's ``all_gather_object`` does the same.
 * At exit, the read-ahead threads of ``BufferedIterator`` are stopped and joined: a daemon
   thread still collating inside torch when the interpreter finalizes aborts the process
   ("terminate called without an active exception", status 134).
+* The warning torch gives each update for the ``torch.cuda.amp.autocast`` of fairseq's
+  ``FairseqTask.train_step`` is silenced.
 """
 
 import atexit
@@ -21,6 +25,7 @@ import threading
 import time
 import types
 import typing
+import warnings
 
 import numpy as np
 import torch
@@ -69,29 +74,39 @@ def apply() -> None:
     """Apply the fixes (idempotent)."""
     from .checkpoints import restore_config
 
+    warnings.filterwarnings("ignore", category=FutureWarning,
+                            message=r"`torch\.cuda\.amp\.autocast\(args\.\.\.\)` is deprecated")
     atexit.unregister(_stop_read_ahead)  # registered once
     atexit.register(_stop_read_ahead)
     if not hasattr(np, "compat"):
         for module in (token_block_dataset, language_pair_dataset):
             if module.np is np:
                 module.np = _NumpyWithCompatLong("numpy")
-    broadcast = distributed_utils._broadcast_object_slow
-    if not getattr(broadcast, "checked_by_taco_fairseq", False):
-        @functools.wraps(broadcast)
-        def broadcast_object_slow(*args, **kwargs):
-            with torch.serialization.safe_globals(BROADCAST_GLOBALS):
-                return broadcast(*args, **kwargs)
 
-        broadcast_object_slow.checked_by_taco_fairseq = True
-        distributed_utils._broadcast_object_slow = broadcast_object_slow
-    original = checkpoint_utils.load_checkpoint
-    if getattr(original, "checked_by_taco_fairseq", False):
-        return
+    def broadcast_object_slow(original, *args, **kwargs):
+        with torch.serialization.safe_globals(BROADCAST_GLOBALS):
+            return original(*args, **kwargs)
 
-    @functools.wraps(original)
-    def load_checkpoint(cfg, trainer, **passthrough_args):
-        cfg = restore_config(cfg, trainer.task, trainer.get_model())
-        return original(cfg, trainer, **passthrough_args)
+    def all_gather_list(original, data, group=None, max_size=16384):
+        if torch.cuda.is_available():
+            return original(data, group, max_size)
+        gathered = [None] * distributed_utils.get_world_size(group)
+        torch.distributed.all_gather_object(gathered, data, group=group)
+        return gathered
 
-    load_checkpoint.checked_by_taco_fairseq = True
-    checkpoint_utils.load_checkpoint = load_checkpoint
+    def load_checkpoint(original, cfg, trainer, **passthrough_args):
+        return original(restore_config(cfg, trainer.task, trainer.get_model()), trainer,
+                        **passthrough_args)
+
+    _wrap_once(distributed_utils, "_broadcast_object_slow", broadcast_object_slow)
+    _wrap_once(distributed_utils, "all_gather_list", all_gather_list)
+    _wrap_once(checkpoint_utils, "load_checkpoint", load_checkpoint)
+
+
+def _wrap_once(module, name: str, wrapper) -> None:
+    """Replace ``module.name`` by ``wrapper(original, *args, **kwargs)``, unless done before."""
+    original = getattr(module, name)
+    if not getattr(original, "wrapped_by_taco_fairseq", False):
+        wrapped = functools.wraps(original)(functools.partial(wrapper, original))
+        wrapped.wrapped_by_taco_fairseq = True
+        setattr(module, name, wrapped)

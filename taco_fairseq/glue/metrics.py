@@ -1,11 +1,7 @@
 """GLUE metrics of a run's saved dev predictions, in points (0-100), with scikit-learn and
 scipy (accuracy, binary F1 of the positive class, Matthews correlation, Pearson and Spearman
-correlation), as GLUE defines them.
-
-The ``sentence_prediction_summable`` criterion derives the same metrics during fine-tuning
-from sums over examples (:func:`taco_fairseq.criterion.confusion_metrics`,
-:func:`taco_fairseq.criterion.pearson_from_moments`); ``tests/test_glue_metrics.py`` checks
-that both routes agree.
+correlation), as GLUE defines them. During fine-tuning fairseq derives the same metrics,
+rounded to 0.1 points, from the validation predictions (``sentence_prediction_summable``).
 """
 
 from typing import Dict, Sequence

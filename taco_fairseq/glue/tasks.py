@@ -13,9 +13,7 @@ Metrics (all in points, 0-100):
 * the standard GLUE choice differs for CoLA only: Matthews correlation
   (:attr:`GlueTask.glue_metric`);
 * checkpoints are selected during fine-tuning on the recipe's ``best_checkpoint_metric``
-  (``examples/taco/config/finetuning``): the reported metric, except Pearson for STS-B
-  (Spearman needs ranks, which fairseq's summed validation statistics cannot give; see
-  ``sentence_prediction_summable`` in ``taco_fairseq/criterion.py``).
+  (``examples/taco/config/finetuning``): the reported metric, except Pearson for STS-B.
 """
 
 from dataclasses import dataclass

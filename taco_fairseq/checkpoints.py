@@ -4,6 +4,7 @@ loads (:func:`restore_config`; what they catch: docs/reliability.md)."""
 
 import argparse
 import copy
+import functools
 import hashlib
 import logging
 import os
@@ -42,7 +43,6 @@ DATA_FIX = ("Use the data-bin the checkpoint was trained on, or encode your text
             "sentencepiece.bpe.model and dict.txt.")
 
 logger = logging.getLogger(__name__)
-_warned = set()  # messages of warn_once
 
 
 def load_lazily(path) -> dict:
@@ -143,7 +143,7 @@ def checkpoint_to_load(cfg) -> Optional[str]:
             file (fairseq would silently start from scratch).
         OptionError: ``checkpoint_last.pt`` is unreadable and no intact checkpoint is there.
     """
-    last = os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
+    last = _last_checkpoint(cfg)
     if cfg.restore_file != DEFAULT_RESTORE_FILE:
         path = cfg.restore_file.replace(".pt", cfg.checkpoint_suffix + ".pt")
         if not PathManager.isfile(path):
@@ -184,11 +184,10 @@ def data_fingerprints(dictionary, data_dir) -> Dict[str, object]:
 
 
 def restore_config(cfg, task, model):
-    """The ``checkpoint`` config with which fairseq-train loads its checkpoint: ``cfg``, or,
-    when ``checkpoint_last.pt`` is unreadable, a copy whose ``restore_file`` is the newest intact
-    checkpoint (:func:`checkpoint_to_load`); for RoBERTa models the checkpoint is checked by
-    :func:`check_checkpoint_fits`. Masked-LM tasks record their data's fingerprints
-    (:func:`data_fingerprints`), others (e.g. GLUE) those of the checkpoint they start from.
+    """The ``checkpoint`` config with which fairseq-train loads its checkpoint: ``cfg``, or a
+    copy naming the newest intact checkpoint (:func:`checkpoint_to_load`), checked by
+    :func:`check_checkpoint_fits` for RoBERTa models. Masked-LM tasks record their data's
+    fingerprints (:func:`data_fingerprints`), others (GLUE) those of the checkpoint loaded.
 
     Raises:
         OptionError, InputNotFoundError: from the two functions named.
@@ -209,9 +208,8 @@ def restore_config(cfg, task, model):
         if not masked_lm:
             task.state.merge_state_dict({key: task_state[key] for key in (
                 DICTIONARY_KEY, SENTENCEPIECE_KEY) if key in task_state})
-    last = os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
-    if cfg.restore_file != DEFAULT_RESTORE_FILE or os.path.abspath(path) == os.path.abspath(
-            last) or not PathManager.isfile(last):
+    if cfg.restore_file != DEFAULT_RESTORE_FILE or path in (
+            _last_checkpoint(cfg), cfg.continue_once, cfg.finetune_from_model):
         return cfg
     cfg = copy.deepcopy(cfg)
     with open_dict(cfg):
@@ -257,6 +255,10 @@ def check_checkpoint_fits(path: str, model: torch.nn.Module, dictionary) -> dict
     return state
 
 
+def _last_checkpoint(cfg) -> str:
+    return os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
+
+
 def _newest_intact_checkpoint(cfg, last: str) -> str:
     """The readable numbered checkpoint of ``--save-dir`` with the most updates."""
     numbered = r"checkpoint(?:_\d+_\d+|\d+)" + re.escape(f"{cfg.checkpoint_suffix}.pt")
@@ -280,11 +282,10 @@ def _newest_intact_checkpoint(cfg, last: str) -> str:
     return path
 
 
+@functools.lru_cache(maxsize=None)
 def warn_once(message: str) -> None:
     """Log a warning once per process (the task and fairseq's loading both check)."""
-    if message not in _warned:
-        _warned.add(message)
-        logger.warning(message)
+    logger.warning(message)
 
 
 def trained_on(checkpoint, state: dict, file: str = "dict.txt") -> str:

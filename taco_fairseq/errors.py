@@ -36,21 +36,17 @@ def hydra_relative_path_hint(path) -> str:
             f"it was started: give absolute paths, e.g. {os.path.join('$PWD', path)})")
 
 
-def excepthook(kind, error, traceback):
-    """``sys.excepthook``: ``error: MESSAGE`` for a :class:`ConfigurationError` unless
-    ``TACO_FAIRSEQ_DEBUG=1``; everything else goes to the hook this one replaced."""
-    if isinstance(error, ConfigurationError) and os.environ.get(DEBUG_VARIABLE) != "1":
-        print(f"error: {error}", file=sys.stderr)
-        return
-    _previous_hook(kind, error, traceback)
-
-
 def install_excepthook() -> None:
-    """Make :func:`excepthook` ``sys.excepthook`` (once)."""
-    global _previous_hook
-    if getattr(sys.excepthook, "__module__", None) != __name__:
-        _previous_hook = sys.excepthook
-        sys.excepthook = excepthook
+    """Make ``sys.excepthook`` print ``error: MESSAGE`` for a :class:`ConfigurationError` unless
+    ``TACO_FAIRSEQ_DEBUG=1``, and pass everything else to the hook it replaces (once)."""
+    previous = sys.excepthook
+    if getattr(previous, "__module__", None) == __name__:
+        return
 
+    def excepthook(kind, error, traceback):
+        if isinstance(error, ConfigurationError) and os.environ.get(DEBUG_VARIABLE) != "1":
+            print(f"error: {error}", file=sys.stderr)
+        else:
+            previous(kind, error, traceback)
 
-_previous_hook = sys.excepthook
+    sys.excepthook = excepthook

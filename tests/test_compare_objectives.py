@@ -379,6 +379,10 @@ def test_repeated_cap_flags_and_a_negative_warmup_are_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         compare.parse_options(_search_argv(tmp_path, *argv, "--warmup-updates", "-1"))
     assert "argument --warmup-updates: must be >= 0, got -1" in capsys.readouterr().err
+    for option in ("--pretrain-seeds", "--seeds"):  # fairseq's numpy seeding needs >= 0
+        with pytest.raises(SystemExit):
+            compare.parse_options(_search_argv(tmp_path, *argv, option, "-1"))
+        assert f"argument {option}: must be >= 0, got -1" in capsys.readouterr().err
     options, _ = compare.parse_options(_search_argv(tmp_path, *argv, "--warmup-updates", "0"))
     assert options.settings.warmup_updates == 0
 

@@ -375,7 +375,9 @@ def test_caps_per_task_and_fairseqs_max_update_together_are_an_error(
     ("--seed", ["--seed", "7"]), ("--lr", ["--lr=1e-3"]), ("--batch-size", ["--batch-size", "8"]),
     ("--max-sentences", ["--max-sentences", "8"]), ("--max-epoch", ["--max-epoch", "2"]),
     ("--save-dir", ["--save-dir", "x"]), ("-a", ["--fp16", "-a", "roberta_base"]),
-    ("-a", ["-aroberta_base"]), ("--update-freq", ["--update-freq", "2"])])
+    ("-a", ["-aroberta_base"]), ("--update-freq", ["--update-freq", "2"]),
+    ("--best-checkpoint-metric", ["--best-checkpoint-metric", "loss"]),
+    ("--maximize-best-checkpoint-metric", ["--maximize-best-checkpoint-metric"])])
 def test_fairseq_options_the_runner_sets_per_run_are_an_error(option, fairseq_args, tmp_path):
     """They would override the runner's value while the run's directory names the runner's."""
     with pytest.raises(ValueError, match=f"^{option} among the fairseq options would override "
@@ -408,6 +410,15 @@ def test_grid_options_that_would_be_ignored_are_an_error():
         points("--sample-grid", "100")
     assert len(points("--grid")) == 32 and len(points("--sample-grid", "6")) == 6
     assert len(points("--lrs", "1e-4", "2e-4")) == 2
+
+
+def test_negative_seeds_are_an_error(capsys):
+    from taco_fairseq.cli.glue import build_parser
+
+    with pytest.raises(SystemExit):  # fairseq's numpy seeding needs seeds >= 0
+        build_parser().parse_args(["--checkpoints", "c.pt", "--data", "d", "--out", "o",
+                                   "--seeds", "1", "-1"])
+    assert "argument --seeds: must be >= 0, got -1" in capsys.readouterr().err
 
 
 def test_checkpoint_sweep_refuses_a_run_label_given_twice(tmp_path):

@@ -112,7 +112,7 @@ CAPPED_OPTIONS = ("--max-update", "--total-num-update")
 #: run's directory and ``metrics.json`` name the runner's values.
 RUN_OPTIONS = ("--seed", "--lr", "--batch-size", "--max-sentences", "--update-freq",
                "--max-epoch", "--save-dir", "--restore-file", "--user-dir", "--arch", "-a",
-               "--max-positions")
+               "--max-positions", "--best-checkpoint-metric", "--maximize-best-checkpoint-metric")
 
 
 def option_names(args: Sequence[str]) -> List[str]:

@@ -187,6 +187,23 @@ def test_a_finished_run_of_a_checkpoint_that_has_changed_since_is_an_error(
         run_all(runs, options)
 
 
+def test_a_finished_run_of_another_recipe_is_not_reused(tmp_path, trained_checkpoint,
+                                                        glue_databin):
+    """A --recipe base run where a small run (recorded without a recipe) finished is an error,
+    not the small run's result."""
+    runs = plan_runs([PretrainedCheckpoint("tiny", trained_checkpoint / "checkpoint_last.pt")],
+                     get_tasks(["RTE"]), [1], [Hyperparameters(16, 1e-3, 1)])
+    small = RunnerOptions(data_dir=glue_databin, out_dir=tmp_path)
+    assert "recipe" not in run_settings(runs[0], small)  # as the runs made before
+    run_dir = tmp_path / runs[0].relative_dir
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(json.dumps(
+        {"settings": run_settings(runs[0], small), "pretraining_updates": 20}))
+    with pytest.raises(ValueError, match=r"holds a finished run with other settings \(recipe: "
+                       r"None then, 'base' now\)"):
+        run_all(runs, RunnerOptions(data_dir=glue_databin, out_dir=tmp_path, recipe="base"))
+
+
 def rte_with(databin, tmp_path, dict_lines):
     """A tiny RTE prepared with ``databin``, then given a modified ``input0/dict.txt`` (the
     preparation itself refuses a dict.txt that does not fit its SentencePiece model)."""

@@ -307,7 +307,8 @@ def settings_changes(before: dict, now: dict) -> str:
 
 def run_settings(run: FinetuneRun, options: RunnerOptions) -> dict:
     """The settings of ``run`` that ``metrics.json`` records, as JSON values; a finished run is
-    reused only with the same ones."""
+    reused only with the same ones. The recipe is recorded when it is not ``small`` (runs made
+    before it was recorded are ``small`` runs)."""
     settings = json.loads(json.dumps({
         "checkpoint": run.checkpoint.name,
         "checkpoint_path": str(run.checkpoint.path.resolve()),
@@ -321,6 +322,8 @@ def run_settings(run: FinetuneRun, options: RunnerOptions) -> dict:
     }))
     if run.task.name in options.max_updates:
         settings["max_updates"] = options.max_updates[run.task.name]
+    if options.recipe != "small":
+        settings["recipe"] = options.recipe
     return settings
 
 

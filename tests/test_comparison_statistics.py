@@ -93,3 +93,21 @@ def test_missing_runs_leave_a_task_out_of_the_curves_and_nan_correlations_count_
     nan_table = ScoreTable([Score("mlm", 1, 10, "STS-B", 1, "spearman", math.nan, "spearman",
                                   math.nan)])
     np.testing.assert_array_equal(nan_table.cell("mlm", 10, "STS-B"), [[0.0]])
+
+
+def test_figures_of_a_partial_study_have_no_empty_legend(tmp_path):
+    """A task whose runs are not all finished yet gets an empty panel, without matplotlib's
+    "No artists with labels found to put in legend" warning."""
+    import warnings
+
+    from taco_fairseq.comparison.report import plot_figures
+
+    scores = [Score(o, 1, 10, "RTE", s, "accuracy", 60.0 + s, "accuracy", 60.0 + s)
+              for o in ("mlm", "taco") for s in (1, 2)]
+    scores.append(Score("mlm", 1, 10, "CoLA", 1, "mcc", 20.0, "accuracy", 70.0))  # seed 2 to come
+    table = ScoreTable(scores)
+    assert table.cell("mlm", 10, "CoLA") is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        written = plot_figures(table, [], "mlm", tmp_path)
+    assert (tmp_path / "tasks.png") in written and (tmp_path / "tasks.png").stat().st_size > 0

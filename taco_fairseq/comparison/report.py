@@ -205,7 +205,8 @@ def _axes(ax, ylabel: str) -> None:
     ax.set_xlabel("pre-training updates")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # a partial report may have no curve here yet
+        ax.legend(fontsize=8)
 
 
 def _save(fig, path: Path) -> Path:

@@ -171,34 +171,35 @@ def test_changed_settings_in_a_finished_run_directory_are_an_error(tmp_path, tra
         run_all(runs, RunnerOptions(data_dir=glue_databin, out_dir=tmp_path))
 
 
+def finished_rte_run(tmp_path, trained_checkpoint, glue_databin, pretraining_updates):
+    """The plan of one RTE run of the tiny checkpoint, and its metrics.json as a small-recipe
+    run made when the checkpoint had ``pretraining_updates``."""
+    runs = plan_runs([PretrainedCheckpoint("tiny", trained_checkpoint / "checkpoint_last.pt")],
+                     get_tasks(["RTE"]), [1], [Hyperparameters(16, 1e-3, 1)])
+    settings = run_settings(runs[0], RunnerOptions(data_dir=glue_databin, out_dir=tmp_path))
+    run_dir = tmp_path / runs[0].relative_dir
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(json.dumps(
+        {"settings": settings, "pretraining_updates": pretraining_updates}))
+    return runs, settings
+
+
 def test_a_finished_run_of_a_checkpoint_that_has_changed_since_is_an_error(
         tmp_path, trained_checkpoint, glue_databin):
     """The same checkpoint path (e.g. checkpoint_last.pt of a run that went on) with more
     updates than when the run was made is not taken for the finished run."""
-    runs = plan_runs([PretrainedCheckpoint("tiny", trained_checkpoint / "checkpoint_last.pt")],
-                     get_tasks(["RTE"]), [1], [Hyperparameters(16, 1e-3, 1)])
-    options = RunnerOptions(data_dir=glue_databin, out_dir=tmp_path)
-    run_dir = tmp_path / runs[0].relative_dir
-    run_dir.mkdir(parents=True)
-    (run_dir / "metrics.json").write_text(json.dumps(
-        {"settings": run_settings(runs[0], options), "pretraining_updates": 10}))
+    runs, _ = finished_rte_run(tmp_path, trained_checkpoint, glue_databin, 10)
     with pytest.raises(ValueError, match=r"holds a finished run of .*checkpoint_last.pt when it "
                        r"had 10 pre-training updates; it has 20 now"):
-        run_all(runs, options)
+        run_all(runs, RunnerOptions(data_dir=glue_databin, out_dir=tmp_path))
 
 
 def test_a_finished_run_of_another_recipe_is_not_reused(tmp_path, trained_checkpoint,
                                                         glue_databin):
     """A --recipe base run where a small run (recorded without a recipe) finished is an error,
     not the small run's result."""
-    runs = plan_runs([PretrainedCheckpoint("tiny", trained_checkpoint / "checkpoint_last.pt")],
-                     get_tasks(["RTE"]), [1], [Hyperparameters(16, 1e-3, 1)])
-    small = RunnerOptions(data_dir=glue_databin, out_dir=tmp_path)
-    assert "recipe" not in run_settings(runs[0], small)  # as the runs made before
-    run_dir = tmp_path / runs[0].relative_dir
-    run_dir.mkdir(parents=True)
-    (run_dir / "metrics.json").write_text(json.dumps(
-        {"settings": run_settings(runs[0], small), "pretraining_updates": 20}))
+    runs, settings = finished_rte_run(tmp_path, trained_checkpoint, glue_databin, 20)
+    assert "recipe" not in settings  # as the runs made before it was recorded
     with pytest.raises(ValueError, match=r"holds a finished run with other settings \(recipe: "
                        r"None then, 'base' now\)"):
         run_all(runs, RunnerOptions(data_dir=glue_databin, out_dir=tmp_path, recipe="base"))

@@ -112,21 +112,16 @@ def train_sentencepiece(
 
 
 def _vocab_size_message(error: str) -> Optional[str]:
-    too_large = _TOO_LARGE.search(error)
-    if too_large:
-        wanted, limit = too_large.groups()
-        return (
-            f"--vocab-size {wanted} is too large for this training text: SentencePiece can "
-            f"make at most {limit} pieces of it. Use --vocab-size {limit} or less, or more text."
-        )
-    too_small = _TOO_SMALL.search(error)
-    if too_small:
-        wanted, needed = too_small.groups()
-        return (
-            f"--vocab-size {wanted} is too small: the characters of the training text (at "
-            f"--character-coverage) and the special symbols need {needed} pieces. Use "
-            f"--vocab-size {needed} or more, or a lower --character-coverage."
-        )
+    for pattern, message in (
+        (_TOO_LARGE, "--vocab-size {0} is too large for this training text: SentencePiece can "
+                     "make at most {1} pieces of it. Use --vocab-size {1} or less, or more text."),
+        (_TOO_SMALL, "--vocab-size {0} is too small: the characters of the training text (at "
+                     "--character-coverage) and the special symbols need {1} pieces. Use "
+                     "--vocab-size {1} or more, or a lower --character-coverage."),
+    ):
+        match = pattern.search(error)
+        if match:
+            return message.format(*match.groups())
     return None
 
 

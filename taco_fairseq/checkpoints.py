@@ -211,9 +211,9 @@ def restore_config(cfg, task, model):
         if not masked_lm:
             task.state.merge_state_dict({key: task_state[key] for key in (
                 DICTIONARY_KEY, SENTENCEPIECE_KEY) if key in task_state})
-    if cfg.restore_file != DEFAULT_RESTORE_FILE or path in (
-            _last_checkpoint(cfg), cfg.continue_once, cfg.finetune_from_model):
-        return cfg
+    last = _last_checkpoint(cfg)
+    if cfg.restore_file != DEFAULT_RESTORE_FILE or path == last or not PathManager.isfile(last):
+        return cfg  # fairseq loads path itself
     cfg = copy.deepcopy(cfg)
     with open_dict(cfg):
         # fairseq appends --checkpoint-suffix to an explicit --restore-file itself

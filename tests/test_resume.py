@@ -11,7 +11,7 @@ import torch
 
 from conftest import ONE_THREAD, fairseq_setup, run_fairseq, train_args
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
-from taco_fairseq.checkpoints import checkpoint_to_load
+from taco_fairseq.checkpoints import checkpoint_to_load, restore_config
 
 #: logged per update; everything but timings
 LOGGED = ("loss", "mlm_loss", "tc_loss", "tc_accuracy", "tc_anchors", "tc_skipped", "ppl",
@@ -94,6 +94,14 @@ def test_unreadable_checkpoint_last_picks_the_newest_intact_checkpoint(trained_c
     assert checkpoint_to_load(cfg.checkpoint) == str(tmp_path / "checkpoint_1_20.pt")
     assert "resuming from" in caplog.text
     assert (tmp_path / "checkpoint_last.pt").stat().st_size > 0  # left in place
+    # fairseq loads checkpoint_last.pt whenever it exists: the config must name the intact one,
+    # also when --continue-once (or --finetune-from-model) names that same file
+    for option in ([], ["--continue-once", str(tmp_path / "checkpoint_1_20.pt")],
+                   ["--finetune-from-model", str(tmp_path / "checkpoint_1_20.pt")]):
+        cfg, task, model, _ = fairseq_setup(tiny_databin, "--save-dir", str(tmp_path), *option)
+        restored = restore_config(cfg.checkpoint, task, model)
+        assert restored.restore_file == str(tmp_path / "checkpoint_1_20.pt"), option
+        assert restored.finetune_from_model is None
     _cut_short(tmp_path / "checkpoint_1_20.pt")
     assert checkpoint_to_load(cfg.checkpoint) == str(tmp_path / "checkpoint_1_10.pt")
     _cut_short(tmp_path / "checkpoint_1_10.pt")

@@ -1,6 +1,6 @@
 """The criteria: ``mlm`` (fairseq's masked-LM loss, or MLM+TP, with the online diagnostics),
 ``taco`` (``mlm`` + λ · the TC loss, TACO §3.2) and ``sentence_prediction_summable`` (fairseq's
-``sentence_prediction`` whose GLUE metrics add up over data-parallel workers)."""
+``sentence_prediction`` whose GLUE metrics are merged over data-parallel workers)."""
 
 import math
 from dataclasses import dataclass, field
@@ -298,19 +298,19 @@ class TacoLoss(MlmLoss):
 
 @register_criterion("sentence_prediction_summable", dataclass=SentencePredictionConfig)
 class SummableSentencePredictionCriterion(SentencePredictionCriterion):
-    """fairseq's ``sentence_prediction`` whose GLUE metrics add up over data-parallel workers.
+    """fairseq's ``sentence_prediction`` whose GLUE metrics are merged over data-parallel workers.
 
     With ``--report-mcc``, ``--report-acc-and-f1`` or ``--report-pearson-and-spearman``,
     fairseq's criterion logs the lists of a validation batch's predictions and targets but
     declares its logging outputs summable, so with two or more workers fairseq's
     ``Trainer._fast_stat_sync_sum`` adds lists to numbers and fails (``TypeError``). Here they
-    are then gathered (fairseq's ``all_gather_list``, one batch at a time, within
+    are then gathered (fairseq's ``all_gather_list``, one batch at a time; with CUDA within
     ``--all-gather-list-size`` bytes) and fairseq's own ``reduce_metrics`` derives the metrics.
 
     Raises:
         ValueError: ``--report-mcc``/``--report-acc-and-f1`` with class labels that are not
-            integers, or ``--report-acc-and-f1`` with labels other than 0 and 1 (fairseq's
-            metrics would fail at the first validation).
+            integers, or ``--report-acc-and-f1`` with more than two labels or two without 1
+            (fairseq's metrics would fail at the first validation).
     """
 
     def __init__(self, cfg: SentencePredictionConfig, task):
@@ -318,12 +318,16 @@ class SummableSentencePredictionCriterion(SentencePredictionCriterion):
         if self.keep_pred_and_targ and not self.regression_target:
             nspecial = self.label_dict.nspecial
             labels = self.label_dict.symbols[nspecial:nspecial + task.cfg.num_classes]
-            if not all(label.lstrip("-").isdigit() for label in labels):
+            try:
+                values = {int(label) for label in labels}  # as fairseq's criterion reads them
+            except ValueError:
                 raise ValueError("--report-mcc/--report-acc-and-f1 need integer class labels "
-                                 f"(as GLUE's CoLA, MRPC, QQP); the label dictionary has {labels}")
-            if self.report_acc_and_f1 and not set(labels) <= {"0", "1"}:
-                raise ValueError("--report-acc-and-f1 (F1 of label 1) needs the labels 0 and 1 "
-                                 f"(as GLUE's MRPC, QQP); the label dictionary has {labels}")
+                                 f"(as GLUE's CoLA, MRPC, QQP); the label dictionary has "
+                                 f"{labels}") from None
+            if self.report_acc_and_f1 and (len(values) > 2 or len(values) == 2 and 1 not in values):
+                raise ValueError("--report-acc-and-f1 (binary F1 of label 1) needs at most two "
+                                 "labels, one of them 1 (GLUE's MRPC, QQP: 0 and 1); the label "
+                                 f"dictionary has {labels}")
 
     def logging_outputs_can_be_summed(self) -> bool:
         """False when the logging outputs hold lists of predictions (``--report-*``)."""

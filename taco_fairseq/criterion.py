@@ -308,26 +308,29 @@ class SummableSentencePredictionCriterion(SentencePredictionCriterion):
     ``--all-gather-list-size`` bytes) and fairseq's own ``reduce_metrics`` derives the metrics.
 
     Raises:
-        ValueError: ``--report-mcc``/``--report-acc-and-f1`` with class labels that are not
-            integers, or ``--report-acc-and-f1`` with more than two labels or two without 1
-            (fairseq's metrics would fail at the first validation).
+        OptionError: ``--report-mcc``/``--report-acc-and-f1`` with ``--regression-target`` or
+            class labels that are not integers, or ``--report-acc-and-f1`` with more than two
+            labels or two without 1 (fairseq's metrics would fail at the first validation).
     """
 
     def __init__(self, cfg: SentencePredictionConfig, task):
         super().__init__(cfg, task)
+        if self.regression_target and (self.report_mcc or self.report_acc_and_f1):
+            raise OptionError("--report-mcc/--report-acc-and-f1 are metrics of classes, not of "
+                              "--regression-target scores: use --report-pearson-and-spearman")
         if self.keep_pred_and_targ and not self.regression_target:
             nspecial = self.label_dict.nspecial
             labels = self.label_dict.symbols[nspecial:nspecial + task.cfg.num_classes]
             try:
                 values = {int(label) for label in labels}  # as fairseq's criterion reads them
             except ValueError:
-                raise ValueError("--report-mcc/--report-acc-and-f1 need integer class labels "
-                                 f"(as GLUE's CoLA, MRPC, QQP); the label dictionary has "
-                                 f"{labels}") from None
+                raise OptionError("--report-mcc/--report-acc-and-f1 need integer class labels "
+                                  f"(as GLUE's CoLA, MRPC, QQP); the label dictionary has "
+                                  f"{labels}") from None
             if self.report_acc_and_f1 and (len(values) > 2 or len(values) == 2 and 1 not in values):
-                raise ValueError("--report-acc-and-f1 (binary F1 of label 1) needs at most two "
-                                 "labels, one of them 1 (GLUE's MRPC, QQP: 0 and 1); the label "
-                                 f"dictionary has {labels}")
+                raise OptionError("--report-acc-and-f1 (binary F1 of label 1) needs at most two "
+                                  "labels, one of them 1 (GLUE's MRPC, QQP: 0 and 1); the label "
+                                  f"dictionary has {labels}")
 
     def logging_outputs_can_be_summed(self) -> bool:
         """False when the logging outputs hold lists of predictions (``--report-*``)."""

@@ -181,6 +181,21 @@ def test_finetuning_with_more_positions_than_pretraining(trained_checkpoint, glu
     assert "size mismatch" not in out.stdout and "Traceback" not in out.stdout
 
 
+def test_finetuning_with_f1_of_labels_that_are_no_integers(glue_databin, tmp_path):
+    """The GLUE criterion's refusal ends in one line, as the other configuration errors."""
+    out = run_fairseq(
+        "fairseq-train", glue_databin / "RTE", "--user-dir", USER_DIR, "--task",
+        "sentence_prediction", "--criterion", "sentence_prediction_summable", "--num-classes",
+        "2", "--report-acc-and-f1", "--arch", "roberta_tiny", "--max-positions", "64",
+        "--optimizer", "adam", "--lr", "1e-5", "--batch-size", "8", "--max-update", "1", "--cpu",
+        "--save-dir", tmp_path / "run", check=False)
+    assert out.returncode != 0
+    assert out.stdout.strip().splitlines()[-1] == (
+        "error: --report-mcc/--report-acc-and-f1 need integer class labels (as GLUE's CoLA, "
+        "MRPC, QQP); the label dictionary has ['entailment', 'not_entailment']")
+    assert "Traceback" not in out.stdout
+
+
 def test_missing_continue_once_file(tiny_databin, tmp_path):
     with pytest.raises(FileNotFoundError, match="--continue-once"):
         fairseq_setup(tiny_databin, "--save-dir", str(tmp_path), "--continue-once",

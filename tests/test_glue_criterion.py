@@ -144,6 +144,13 @@ def test_mcc_refuses_labels_that_are_not_integers(labels):
                                             label_task(labels))
 
 
+@pytest.mark.parametrize("flag", ["report_mcc", "report_acc_and_f1"])
+def test_class_metrics_of_regression_scores_are_refused(flag):
+    with pytest.raises(ValueError, match="are metrics of classes, not of --regression-target"):
+        SummableSentencePredictionCriterion(
+            SentencePredictionConfig(regression_target=True, **{flag: True}), label_task(["0"]))
+
+
 @pytest.mark.parametrize("labels", [("0", "2"), ("0", "1", "2")])
 def test_f1_refuses_labels_that_fairseqs_binary_f1_fails_on(labels):
     """fairseq's F1 is scikit-learn's binary F1 of label 1."""

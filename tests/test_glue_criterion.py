@@ -193,6 +193,7 @@ def test_two_process_validation(glue_databin, trained_checkpoint, tmp_path):
     log = tmp_path / "rank0.log"
     log.write_text(outputs[0])
     record = selected_validation(log, "f1")
+    assert "valid_pred" not in record  # fairseq's empty meters of the predictions
     predictions = FinetunedModel(tmp_path / "checkpoint_best.pt", glue_databin / "MRPC", cpu=True)
     dev = predictions.predict("valid")
     assert len(dev.predicted) == 408

@@ -135,9 +135,10 @@ def check_fairseq_args(max_updates: Dict[str, int], fairseq_args: Sequence[str])
     if overriding:
         raise ValueError(
             f"{overriding[0]} among the fairseq options would override the value the runner "
-            "sets for each run (fairseq keeps the last one) while the run's directory and "
-            "metrics.json would name the runner's; set seeds, batch sizes, learning rates and "
-            "epochs with the command's own options")
+            "sets for each run (fairseq keeps the last one) while the run's directory, "
+            "metrics.json and the validation record it reports follow the runner's; set seeds, "
+            "batch sizes, learning rates and epochs with the command's own options (the "
+            "checkpoint metric is the recipe's)")
     given = [name for name in names if name in CAPPED_OPTIONS]
     if max_updates and given:
         raise ValueError(
@@ -298,8 +299,14 @@ def finetune(run: FinetuneRun, info: CheckpointInfo, options: RunnerOptions) -> 
     return dict(result, run_dir=str(run_dir))
 
 
+#: Settings that :func:`run_settings` leaves out at these values.
+UNRECORDED_SETTINGS = {"recipe": "small"}
+
+
 def settings_changes(before: dict, now: dict) -> str:
-    """``key: BEFORE then, NOW now; ...`` for every key whose value differs (sorted)."""
+    """``key: BEFORE then, NOW now; ...`` for every key whose value differs (sorted), a
+    setting left out at its :data:`UNRECORDED_SETTINGS` value named with it."""
+    before, now = ({**UNRECORDED_SETTINGS, **settings} for settings in (before, now))
     return "; ".join(f"{key}: {before.get(key)!r} then, {now.get(key)!r} now"
                      for key in sorted(before.keys() | now.keys())
                      if before.get(key) != now.get(key))
@@ -322,7 +329,7 @@ def run_settings(run: FinetuneRun, options: RunnerOptions) -> dict:
     }))
     if run.task.name in options.max_updates:
         settings["max_updates"] = options.max_updates[run.task.name]
-    if options.recipe != "small":
+    if options.recipe != UNRECORDED_SETTINGS["recipe"]:
         settings["recipe"] = options.recipe
     return settings
 
@@ -359,7 +366,8 @@ def selected_validation(log: Path, metric: str) -> dict:
         raise RuntimeError(f"{log} has no validation record with {key}")
     best = max(values)
     record = [r for r in records if r[key] == best][-1]
-    return {k: v for k, v in record.items() if k != "kind"}
+    # fairseq also logs its GLUE metrics' prediction meters, as empty lists
+    return {k: v for k, v in record.items() if k != "kind" and not isinstance(v, list)}
 
 
 def _task_dir(options: RunnerOptions, task: GlueTask) -> Path:

@@ -199,7 +199,7 @@ def test_a_finished_run_of_another_recipe_is_not_reused(tmp_path, trained_checkp
     runs, settings = finished_rte_run(tmp_path, trained_checkpoint, glue_databin, 20)
     assert "recipe" not in settings  # as the runs made before it was recorded
     with pytest.raises(ValueError, match=r"holds a finished run with other settings \(recipe: "
-                       r"None then, 'base' now\)"):
+                       r"'small' then, 'base' now\)"):
         run_all(runs, RunnerOptions(data_dir=glue_databin, out_dir=tmp_path, recipe="base"))
 
 
@@ -428,6 +428,25 @@ def test_grid_options_that_would_be_ignored_are_an_error():
     assert len(points("--lrs", "1e-4", "2e-4")) == 2
 
 
+def test_data_without_prepared_tasks_is_an_error_with_the_fix(tmp_path):
+    from taco_fairseq.cli.glue import build_parser
+    from taco_fairseq.glue.options import selected_tasks
+
+    def error(data):
+        args = build_parser().parse_args(["--checkpoints", "c.pt", "--data", str(data), "--out",
+                                          "o"])
+        with pytest.raises(FileNotFoundError) as raised:
+            selected_tasks(args)
+        return str(raised.value)
+
+    assert error(tmp_path / "nope") == (f"no prepared GLUE task in {tmp_path / 'nope'} (no such "
+                                        "directory); --data is the --destdir of "
+                                        "scripts/prepare_glue.py")
+    (tmp_path / "bin" / "RTE").mkdir(parents=True)
+    assert f"in {tmp_path / 'bin' / 'RTE'}: give its parent, {tmp_path / 'bin'};" in error(
+        tmp_path / "bin" / "RTE")
+
+
 def test_negative_seeds_are_an_error(capsys):
     from taco_fairseq.cli.glue import build_parser
 
@@ -579,3 +598,11 @@ def test_a_recipe_without_a_required_value_stops_naming_it(config_dir, config_na
     assert "Interpolation key 'mandatory_value_missing' not found" in result.stdout
     assert f"full_key: {missing}" in result.stdout
     assert "Could not infer task type" not in result.stdout and "train_inner" not in result.stdout
+
+
+def test_a_missing_finetuned_checkpoint_names_delete_checkpoints(tmp_path):
+    from taco_fairseq.glue.predict import FinetunedModel
+
+    with pytest.raises(FileNotFoundError, match=r"checkpoint_best.pt not found \(runs made with "
+                       "--delete-checkpoints keep none\\)"):
+        FinetunedModel(tmp_path / "checkpoint_best.pt", tmp_path)

@@ -59,7 +59,10 @@ def selected_tasks(args) -> Tuple[GlueTask, ...]:
     """
     names = args.tasks or [t for t in TASKS if (args.data / t).is_dir()]
     if not names:
-        raise FileNotFoundError(f"no prepared GLUE task in {args.data}")
+        hint = (" (no such directory)" if not args.data.is_dir() else
+                f": give its parent, {args.data.parent}" if args.data.name in TASKS else "")
+        raise FileNotFoundError(f"no prepared GLUE task in {args.data}{hint}; --data is the "
+                                "--destdir of scripts/prepare_glue.py")
     return get_tasks(names)
 
 

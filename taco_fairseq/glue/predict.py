@@ -44,7 +44,8 @@ class FinetunedModel:
                 model than the checkpoint was trained with (:func:`.pretrained.check_glue_data`).
         """
         if not Path(checkpoint).is_file():
-            raise FileNotFoundError(f"fine-tuned checkpoint {checkpoint} not found")
+            raise FileNotFoundError(f"fine-tuned checkpoint {checkpoint} not found (runs made with "
+                                    "--delete-checkpoints keep none)")
         check_glue_data(checkpoint, load_lazily(checkpoint), data_dir)
         models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
             [str(checkpoint)], arg_overrides={"data": str(data_dir)}

@@ -163,10 +163,13 @@ def test_f1_refuses_labels_that_fairseqs_binary_f1_fails_on(labels):
 
 @pytest.mark.parametrize("labels", [("0", "1"), ("1", "0"), ("-1", "1"), ("1", "+2"), ("0",)])
 def test_f1_takes_labels_that_fairseqs_binary_f1_takes(labels):
-    SummableSentencePredictionCriterion(SentencePredictionConfig(report_acc_and_f1=True),
-                                        label_task(labels))
+    criterion = SummableSentencePredictionCriterion(
+        SentencePredictionConfig(report_acc_and_f1=True), label_task(labels))
+    assert criterion.keep_pred_and_targ and not criterion.logging_outputs_can_be_summed()
+    # scikit-learn's binary F1 of label 1, as fairseq logs it, takes them too: perfect
+    # predictions score 1, or 0 without a label 1
     values = [int(label) for label in labels]
-    f1_score(values, values[::-1])  # scikit-learn's binary F1 of label 1 raises nothing either
+    assert f1_score(values, values, zero_division=0) == (1.0 if 1 in values else 0.0)
 
 
 def test_two_process_validation(glue_databin, trained_checkpoint, tmp_path):

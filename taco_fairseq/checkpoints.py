@@ -58,10 +58,10 @@ def load_lazily(path) -> dict:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as e:  # EOFError, UnpicklingError, KeyError, ... for such files
             # of torch's weights-only message, the diagnosis, not the advice to load unsafely
-            reason = str(e).split("WeightsUnpickler error:")[-1].split("Check the documentation")
+            reason = str(e).split("WeightsUnpickler error:")[-1].split("Check the documentation")[0]
             raise OptionError(
                 f"{path} cannot be read as a checkpoint ({type(e).__name__}: "
-                f"{' '.join(reason[0].split())}): it is cut "
+                f"{' '.join(reason.split())}): it is cut "
                 "short (e.g. by a kill while it was written) or not a fairseq checkpoint; give "
                 "an intact checkpoint_*.pt") from e
     if not isinstance(state, dict) or "model" not in state:

@@ -27,3 +27,5 @@ def positive(kind: type, zero: bool = False) -> Callable[[str], object]:
 
 #: The type of the count options (``--workers``, ``--vocab-size``, ``--sentences``, ...).
 positive_int = positive(int)
+#: The type of the seed options (fairseq's numpy seeding needs seeds >= 0).
+seed = positive(int, zero=True)

@@ -52,7 +52,7 @@ from taco_fairseq.comparison.study import (
     set_threads,
     study_checkpoints,
 )
-from taco_fairseq.cli import positive
+from taco_fairseq.cli import positive, seed
 from taco_fairseq.glue.options import parse_update_caps, split_fairseq_args
 from taco_fairseq.glue.pretrained import check_glue_data_fits
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
@@ -78,8 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--objectives", nargs="+", default=["mlm", "taco"], metavar="NAME",
                        help="recipes to compare; the first is the baseline (default: "
                        "%(default)s; available: " + ", ".join(available_objectives()) + ")")
-    group.add_argument("--pretrain-seeds", nargs="+", type=positive(int, zero=True), default=[1],
-                       metavar="S",
+    group.add_argument("--pretrain-seeds", nargs="+", type=seed, default=[1], metavar="S",
                        help="one pre-training run per objective and seed (default: 1)")
     group.add_argument("--arch", required=True, help="e.g. roberta_tiny, roberta_small")
     group.add_argument("--max-update", type=positive(int), required=True,
@@ -99,8 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fine-tuned at every checkpoint")
     group.add_argument("--final-tasks", nargs="+", default=[], metavar="TASK",
                        help="fine-tuned at the last checkpoint only")
-    group.add_argument("--seeds", nargs="+", type=positive(int, zero=True), required=True,
-                       metavar="S",
+    group.add_argument("--seeds", nargs="+", type=seed, required=True, metavar="S",
                        help="fine-tuning seeds")
     group.add_argument("--finetune-lr", nargs="+", type=positive(float), default=[small.lr],
                        metavar="LR", help="several: searched at the last checkpoint of the first "

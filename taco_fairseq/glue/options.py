@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from ..cli import positive
+from ..cli import positive, seed
 from .recipes import SIZES, default_point
 from .runner import RunnerOptions
 from .tasks import TASKS, GlueTask, get_tasks
@@ -27,7 +27,7 @@ def add_runner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output directory of the runs")
     parser.add_argument("--tasks", nargs="+", metavar="TASK",
                         help=f"of {', '.join(TASKS)} (default: every task prepared in --data)")
-    parser.add_argument("--seeds", nargs="+", type=positive(int, zero=True), default=[1, 2, 3, 4],
+    parser.add_argument("--seeds", nargs="+", type=seed, default=[1, 2, 3, 4],
                         help="fine-tuning seeds (default: %(default)s, the paper's 4 runs)")
     parser.add_argument("--recipe", choices=SIZES, default="small",
                         help="the recipes examples/taco/config/finetuning/<task>_<RECIPE>.yaml "

@@ -185,17 +185,16 @@ def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: st
             avg = _mean_sd(table, o, u, tasks) if tasks else ""
             lines.append(f"| {o} | {u} | {' | '.join(cells)} | {avg} |")
     lines += ["", EXPLORATORY]
+    rise = baseline_rise(table, baseline, tasks)
     for o in candidates:
         lines += ["", f"## Exploratory: {o} − {baseline} at equal updates, GLUE (Holm-corrected "
                   "over this table)", "", COMPARISON_HEADER, COMPARISON_RULE]
         lines += [comparison_row(c, o, 2, +1, _finetune_spread(
             table, o, baseline, c.updates, tasks if c.label == "average" else [c.label]))
                   for c in glue_comparisons(table, o, baseline, primary)]
-        if baseline_rise(table, baseline, tasks) is not None:
+        if rise is not None:
             lines += ["", f"### Speed-up of {o} over {baseline}", "",
-                      speedup_sentence(speedup(table, o, baseline, tasks), o, baseline,
-                                       baseline_rise(table, baseline, tasks))]
-    rise = baseline_rise(table, baseline, tasks)
+                      speedup_sentence(speedup(table, o, baseline, tasks), o, baseline, rise)]
     if rise is not None:
         lines += ["", "## Does the baseline improve over the run?", "",
                   rise_sentence(rise, baseline, _compared(table.updates)[0],

@@ -221,11 +221,13 @@ def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: st
                                                  m["updates"])):
             lines.append(f"| {m['objective']} | {m['pretrain_seed']} | {m['updates']} | "
                          + " | ".join(_num(m.get(k)) for k in keys) + " |")
+    over = ("with its 95% t-interval over pre-training seeds (uncorrected)"
+            if len(table.pretrain_seeds) > 1 else "without interval (one pre-training seed)")
     lines += ["", "## Figures", "",
               f"GLUE figures: {error_bars(len(table.pretrain_seeds), len(table.seeds))}; every "
               f"GLUE axis spans at least {GLUE_AXIS_SPAN:.0f} points. The difference figure: the "
-              "paired difference with its 95% t-interval over pre-training seeds. The checkpoint "
-              "measures: mean over pre-training seeds, 95% t-interval over them.", ""]
+              f"paired difference {over}. The checkpoint measures: the mean over pre-training "
+              f"seeds {over}.", ""]
     lines += [f"![{name}]({name}.png)" for name in ("glue_average", "difference", "tasks",
                                                      "checkpoints")]
     return "\n".join(lines) + "\n"

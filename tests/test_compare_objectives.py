@@ -445,3 +445,38 @@ def test_pretraining_options_the_comparison_sets_are_an_error_after_the_separato
         tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4", "--", "--num-workers", "0",
         "--log-interval", "1"))
     assert options.settings.extra == ("--num-workers", "0", "--log-interval", "1")
+
+
+def test_the_primary_endpoint_is_declared_once_per_study(monkeypatch, tmp_path, capsys):
+    """--primary-endpoint opens the report; a later call in the same --out with another one
+    (e.g. after seeing the results) is an error naming the recorded one, and changes nothing."""
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison.statistics import Score
+
+    scores = [Score(o, p, 10, "RTE", 1, "accuracy", 60.0 + p, "accuracy", 60.0 + p)
+              for o in ("mlm", "taco") for p in (1, 2)]
+    monkeypatch.setattr(compare, "run_phases", lambda options, timer: ([], scores))
+    monkeypatch.setattr(compare, "collect_results", lambda finetune: [])
+    monkeypatch.setattr(compare, "scores_of", lambda results, points: scores)
+    argv = [a for a in _search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4")
+            if a != "--finetune-search-from" and a != str(tmp_path / "earlier.json")]
+    compare.main([*argv, "--primary-endpoint", "probe-average"])
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert report.index("## Primary endpoint: the average of the frozen-encoder linear probes") \
+        < report.index("## Wall time")
+    assert "not available: `probe_average` not in OUT/measures" in report
+    recorded = (tmp_path / "out" / "command.txt").read_text()
+    assert compare.recorded_primary_endpoint(recorded) == "probe-average"
+    assert compare.recorded_primary_endpoint("taco-compare --data d -- --seed 1") == (
+        "glue-average")  # a study recorded before the option existed
+    capsys.readouterr()
+    for call in (["--report-only", *argv], [*argv, "--primary-endpoint", "glue-average"]):
+        with pytest.raises(SystemExit) as error:
+            compare.main(call)
+        assert str(error.value) == (
+            f"error: --primary-endpoint glue-average: {tmp_path / 'out' / 'command.txt'} "
+            "records probe-average for this study (the primary endpoint is declared before the "
+            "results are seen); give --primary-endpoint probe-average, or use another --out for "
+            "a new study")
+    assert (tmp_path / "out" / "command.txt").read_text() == recorded
+    compare.main(["--report-only", "--primary-endpoint", "probe-average", *argv])

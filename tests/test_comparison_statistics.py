@@ -1,19 +1,29 @@
 """The comparison's statistics (taco_fairseq/comparison/statistics.py) on scores whose answers
 are known by hand."""
 
+import itertools
 import math
 
 import numpy as np
 import pytest
 
+from scipy import stats
+
+from taco_fairseq.comparison.report import verdict
 from taco_fairseq.comparison.statistics import (
+    MeasureTable,
+    PrimaryEndpoint,
     Score,
     ScoreTable,
     first_reach,
+    glue_comparisons,
+    holm,
     improvement,
     paired_difference,
+    paired_test,
     speedup,
     speedup_at,
+    t_interval,
 )
 
 
@@ -47,37 +57,86 @@ def test_speedup_is_the_baselines_best_updates_over_the_candidates_reach():
 
 def test_averages_and_paired_difference_without_noise():
     """taco is 2 points above mlm on every run: the difference is 2 with a zero-width
-    interval, and the GLUE average is the mean over tasks."""
+    interval (p = 0, t's limit), and the GLUE average is the mean over tasks."""
     table = ScoreTable(grid(lambda o, p, u, t, s: u + (2 if o == "taco" else 0)
                             + (10 if t == "RTE" else 0)))
     assert table.curve_tasks() == ["RTE", "MRPC"]
     assert table.average("mlm", 20, ["RTE", "MRPC"]) == pytest.approx(25.0)
-    d = paired_difference(table, "taco", "mlm", 20, ["RTE", "MRPC"], samples=200)
-    assert d == pytest.approx({"difference": 2.0, "low": 2.0, "high": 2.0})
-    rise = improvement(table, "mlm", 10, 40, ["RTE", "MRPC"], samples=200)
-    assert rise["difference"] == pytest.approx(30.0) and rise["low"] == pytest.approx(30.0)
+    d = paired_difference(table, "taco", "mlm", 20, ["RTE", "MRPC"])
+    assert (d.n, d.difference, d.low, d.high, d.p) == (2, pytest.approx(2.0), pytest.approx(2.0),
+                                                       pytest.approx(2.0), 0.0)
+    assert (d.candidate, d.baseline) == (pytest.approx(27.0), pytest.approx(25.0))
+    rise = improvement(table, "mlm", 10, 40, ["RTE", "MRPC"])
+    assert rise.difference == pytest.approx(30.0) and rise.low == pytest.approx(30.0)
 
 
-def test_bootstrap_interval_covers_the_seed_spread():
-    """With seed noise of ±1 the interval of the difference is wider than 0 and contains the
-    observed difference; resampling is seeded, so it is reproducible."""
-    noise = {1: -1.0, 2: 0.0, 3: 1.0}
-    table = ScoreTable(grid(lambda o, p, u, t, s: 50 + (o == "taco") * noise[s] * 2 + p))
-    d = paired_difference(table, "taco", "mlm", 10, ["RTE"], samples=500)
-    assert d["low"] < d["difference"] < d["high"]
-    assert d["low"] >= -2 - 1e-9 and d["high"] <= 2 + 1e-9
-    assert paired_difference(table, "taco", "mlm", 10, ["RTE"], samples=500) == d
+def test_the_difference_is_paired_by_pretraining_seed_after_averaging_the_finetuning_seeds():
+    """Per pre-training seed: mean over fine-tuning seeds and tasks, then candidate − baseline;
+    the t-interval is over the pre-training seeds (n − 1 degrees of freedom), not the runs."""
+    shift = {1: 1.0, 2: 2.0, 3: 3.0, 4: 6.0}  # taco − mlm per pre-training seed
+    noise = {1: -4.0, 2: 0.0, 3: 4.0}  # fine-tuning noise, the same for both: it averages out
+
+    def value(o, p, u, t, s):
+        return 50.0 + 10 * p + noise[s] + (shift[p] if o == "taco" else 0.0)
+
+    table = ScoreTable(grid(value, pretrain=(1, 2, 3, 4)))
+    assert table.seed_means("mlm", 10, ["RTE"]) == pytest.approx({1: 60, 2: 70, 3: 80, 4: 90})
+    assert table.finetune_sd("mlm", 10, ["RTE"]) == pytest.approx(4.0)
+    d = paired_difference(table, "taco", "mlm", 10, ["RTE", "MRPC"])
+    # by hand: differences 1, 2, 3, 6: mean 3, sd √(14/3), se sd/2; t(0.975, 3) = 3.182446
+    se = math.sqrt(14 / 3) / 2
+    assert d.n == 4 and d.difference == pytest.approx(3.0)
+    assert d.low == pytest.approx(3 - 3.182446 * se, abs=1e-5)
+    assert d.high == pytest.approx(3 + 3.182446 * se, abs=1e-5)
+    assert d.p == pytest.approx(2 * stats.t.sf(3 / se, 3))
+    assert 0.05 < d.p < 0.10  # t = 2.78 with 3 degrees of freedom: not significant
 
 
-def test_speedup_with_interval():
+def test_t_interval_is_scipys_and_needs_two_values():
+    values = [0.3, -1.2, 2.5, 0.9, 1.4]
+    low, high, p = t_interval(values)
+    expected = stats.ttest_1samp(values, 0.0)
+    assert (low, high) == pytest.approx(tuple(expected.confidence_interval(0.95)))
+    assert p == pytest.approx(expected.pvalue)
+    assert t_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 0.0)
+    assert t_interval([0.0, 0.0]) == (0.0, 0.0, 1.0)
+    for bad in ([1.0], [1.0, math.nan]):
+        with pytest.raises(ValueError, match="at least 2 finite values"):
+            t_interval(bad)
+
+
+def test_one_pretraining_seed_is_not_tested_and_seeds_are_paired_by_name():
+    single = paired_test({1: 60.0}, {1: 58.0})
+    assert (single.n, single.difference, single.low, single.p, single.tested) == (
+        1, 2.0, None, None, False)
+    # seed 3 has no baseline and seed 4 a NaN: left out of the pairs
+    pairs = paired_test({1: 3.0, 2: 5.0, 3: 100.0, 4: 1.0}, {2: 4.0, 1: 1.0, 4: math.nan})
+    assert pairs.n == 2 and pairs.difference == pytest.approx(1.5)
+    assert paired_test({1: 1.0}, {2: 1.0}) is None
+
+
+def test_holm_on_a_known_example():
+    """Holm (1979), as in the usual worked example: p = 0.01, 0.04, 0.03, 0.005 at α = 0.05
+    rejects the first and the last; adjusted p = 0.03, 0.06, 0.06, 0.02."""
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([0.02]) == pytest.approx([0.02])
+    assert holm([]) == []
+
+
+def test_speedup_with_per_seed_values():
     """taco's curve is mlm's shifted to half the updates: mlm's best (40 updates) is reached
-    by taco at 20: speed-up 2, in every resample (no noise)."""
+    by taco at 20: speed-up 2, on every pre-training seed's own curves too (no noise)."""
     curve = {10: 50.0, 20: 60.0, 40: 70.0}
     taco = {10: 60.0, 20: 70.0, 40: 75.0}
     table = ScoreTable(grid(lambda o, p, u, t, s: (taco if o == "taco" else curve)[u]))
-    result = speedup(table, "taco", "mlm", ["RTE", "MRPC"], samples=100)
+    result = speedup(table, "taco", "mlm", ["RTE", "MRPC"])
     assert result["speedup"] == pytest.approx(2.0)
-    assert result["low"] == pytest.approx(2.0) and result["not_reached"] == 0.0
+    assert result["per_seed"] == pytest.approx([2.0, 2.0])
+    # seed 2's taco never reaches mlm's best: not reached there
+    behind = ScoreTable(grid(lambda o, p, u, t, s: (taco if o == "taco" else curve)[u]
+                             - (10 if o == "taco" and p == 2 else 0)))
+    assert speedup(behind, "taco", "mlm", ["RTE"])["per_seed"] == [pytest.approx(2.0), None]
 
 
 def test_missing_runs_leave_a_task_out_of_the_curves_and_nan_correlations_count_as_zero():
@@ -111,3 +170,215 @@ def test_figures_of_a_partial_study_have_no_empty_legend(tmp_path):
         warnings.simplefilter("error")
         written = plot_figures(table, [], "mlm", tmp_path)
     assert (tmp_path / "tasks.png") in written and (tmp_path / "tasks.png").stat().st_size > 0
+
+
+# --- the instrument on simulated studies -------------------------------------------------------
+#: The study's shape (issue 23): 5 checkpoints × (2 tasks + their average) = 15 comparisons,
+#: 3 fine-tuning seeds.
+SIM_UPDATES = (1000, 2000, 3000, 4000, 5000)
+SIM_TASKS = ("STS-B", "SST-2")
+
+
+def simulated_study(rng, pretrain_seeds, effect):
+    """Scores with a known truth: taco = mlm + ``effect`` points. A pre-training seed's effect
+    (SD 2, shared by both objectives: same initialization and batches), an objective × seed ×
+    task effect (SD 1, the encoder each run learns, the same at every checkpoint) and
+    fine-tuning noise (SD 1.5 per run)."""
+    shape = (2, pretrain_seeds, len(SIM_UPDATES), len(SIM_TASKS), 3)
+    values = (60.0 + rng.normal(0, 2, (1, pretrain_seeds, 1, 1, 1))
+              + rng.normal(0, 1, (2, pretrain_seeds, 1, len(SIM_TASKS), 1))
+              + rng.normal(0, 1.5, shape))
+    values[1] += effect
+    keys = itertools.product(("mlm", "taco"), range(pretrain_seeds), SIM_UPDATES, SIM_TASKS,
+                             range(3))
+    return ScoreTable([Score(o, p, u, t, f, "accuracy", v, "accuracy", v)
+                       for (o, p, u, t, f), v in zip(keys, values.ravel().tolist())])
+
+
+def run_instrument(rng, pretrain_seeds, effect, repetitions):
+    """Per repetition the instrument's own family of 15 GLUE comparisons (no primary
+    endpoint set aside): the unadjusted p-values and the Holm-corrected verdicts."""
+    p_values, verdicts = [], []
+    for _ in range(repetitions):
+        family = glue_comparisons(simulated_study(rng, pretrain_seeds, effect), "taco", "mlm")
+        assert len(family) == 15
+        p_values.append([c.test.p for c in family])
+        verdicts.append([verdict(c.test, c.adjusted_p, "taco") for c in family])
+    return np.array(p_values), verdicts
+
+
+@pytest.mark.parametrize("pretrain_seeds", [3, 5])
+def test_with_no_true_difference_the_false_positive_rates_are_nominal(pretrain_seeds):
+    """No true difference: each comparison rejects at p ≤ 0.05 about 5% of the time, and the
+    Holm-corrected family of 15 makes any "ahead"/"behind" verdict at most about 5% of the
+    time. Tolerances: 3 standard errors; the per-comparison rate's from the spread of each
+    study's rate over the repetitions (the 15 comparisons of one study are correlated, so they
+    are not independent trials), the family-wise rate's binomial over the repetitions."""
+    repetitions = 500
+    p_values, verdicts = run_instrument(np.random.default_rng(23), pretrain_seeds, 0.0,
+                                        repetitions)
+    per_study = (p_values <= 0.05).mean(axis=1)
+    se = per_study.std(ddof=1) / math.sqrt(repetitions)
+    assert abs(per_study.mean() - 0.05) < 3 * se, (per_study.mean(), se)
+    family_wise = np.mean([any(v != "no significant difference" for v in study)
+                           for study in verdicts])
+    assert family_wise <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / repetitions), family_wise
+
+
+@pytest.mark.parametrize("pretrain_seeds", [3, 5])
+def test_a_large_true_difference_is_found(pretrain_seeds):
+    """taco = mlm + 8 points (6 SDs of the per-seed difference of the average): the primary
+    endpoint (the average at the last checkpoint, tested alone) finds taco ahead nearly always
+    (docs/results.md, "The instrument", has the power at smaller differences), and the
+    Holm-corrected family never calls it behind."""
+    rng = np.random.default_rng(5)
+    primary = PrimaryEndpoint("glue-average", SIM_UPDATES[-1], SIM_TASKS)
+    found = []
+    for _ in range(60):
+        table = simulated_study(rng, pretrain_seeds, 8.0)
+        test = primary.test(table, MeasureTable([]), "taco", "mlm")
+        found.append(verdict(test, test.p, "taco") == "taco ahead")
+        assert not any(verdict(c.test, c.adjusted_p, "taco") == "taco behind"
+                       for c in glue_comparisons(table, "taco", "mlm", primary))
+    assert np.mean(found) >= 0.95
+
+
+# --- the report --------------------------------------------------------------------------------
+def measure_rows(pretrain=(1, 2, 3), probes=True):
+    """Per-checkpoint measures: the initialization (updates 0, the same for both objectives),
+    then taco with a lower masked-LM loss (by 1 bit ± 0.1 per seed), a higher attention share,
+    and (``probes``) probe scores the same for both objectives."""
+    rows = []
+    for p in pretrain:
+        for o in ("mlm", "taco"):
+            for u in (0, 10, 20, 40):
+                row = {"objective": o, "pretrain_seed": p, "updates": u,
+                       "valid_mlm_loss": 12.0 - u / 10 - (o == "taco" and u > 0) * (1 + p / 10),
+                       "neighbour_attention": 0.02 + (o == "taco" and u > 0) * (0.1 + p / 100),
+                       "contextual_score": math.nan}
+                if probes:
+                    row.update({"probe_SST-2": 70.0 + p, "probe_average": 60.0 + p + u / 100})
+                rows.append(row)
+    return rows
+
+
+def noisy_grid(pretrain=(1, 2, 3), effect=5.0):
+    """taco = mlm + ``effect`` points, with seed noise."""
+    noise = {1: -0.5, 2: 0.25, 3: 0.75, 4: -0.25}
+    return ScoreTable(grid(lambda o, p, u, t, s: 50 + u / 10 + p * noise[s]
+                           + (effect + noise[p] if o == "taco" else 0.0), pretrain=pretrain))
+
+
+def test_the_report_opens_with_the_primary_endpoint_and_the_rest_is_exploratory():
+    from taco_fairseq.comparison.report import markdown_report
+
+    table = noisy_grid()
+    primary = PrimaryEndpoint("glue-average", 40, ("RTE", "MRPC"))
+    report = markdown_report(table, measure_rows(), "mlm", "# header", {"pre-training": 60.0},
+                             primary=primary)
+    head, rest = report.split("## Wall time")
+    assert "## Primary endpoint: the GLUE dev average over RTE, MRPC (fine-tuned) at 40 updates" \
+        in head
+    assert "`--primary-endpoint glue-average`" in head
+    row = next(line for line in head.splitlines() if line.startswith("| 40 | taco − mlm"))
+    expected = paired_difference(table, "taco", "mlm", 40, ["RTE", "MRPC"])
+    assert f"| 3 | {expected.baseline:.2f} | {expected.candidate:.2f} | " \
+        f"{expected.difference:+.2f} | [{expected.low:+.2f}, {expected.high:+.2f}] |" in row
+    assert row.endswith("| taco ahead |")
+    assert "**Everything below is exploratory.**" in rest
+    # the GLUE family leaves the primary out: 2 tasks at 3 checkpoints + 2 averages
+    glue = rest.split("## Exploratory: taco − mlm at equal updates")[1].split("###")[0]
+    assert len([line for line in glue.splitlines() if line.startswith("| ")]) - 1 == 8
+    assert "| 40 | average |" not in glue and "| 40 | RTE |" in glue
+    # a table per measure with a number; the initialization is not compared
+    loss = rest.split("## Exploratory: valid_mlm_loss, taco − mlm (lower is better")[1]
+    loss = loss.split("##")[0]
+    assert ("| 0 | valid_mlm_loss | 3 | 12.0000 | 12.0000 | | | | | initialization: the same "
+            "network, not compared |") in loss
+    assert loss.count("taco ahead") == 3
+    attention = rest.split("## Exploratory: neighbour_attention, taco − mlm (no better "
+                           "direction")[1].split("##")[0]
+    assert attention.count("| taco higher |") == 3
+    assert "## Exploratory: probe_SST-2" in rest and "contextual_score, taco" not in rest
+    raw = rest.split("## Per checkpoint")[1]
+    assert "| valid_mlm_loss | neighbour_attention | probe_SST-2 | probe_average |" in raw
+    assert "95% t-interval over the pre-training seeds" in rest.split("## Figures")[1]
+
+
+def test_a_report_without_probes_and_a_probe_primary_endpoint():
+    from taco_fairseq.comparison.report import markdown_report
+
+    table = noisy_grid()
+    primary = PrimaryEndpoint("probe-average", 40)
+    report = markdown_report(table, measure_rows(probes=False), "mlm", "# h", {},
+                             primary=primary)
+    assert "not available: `probe_average` not in OUT/measures" in report.split("## Wall")[0]
+    assert "probe_" not in report.split("## Wall")[1]
+    report = markdown_report(table, measure_rows(), "mlm", "# h", {}, primary=primary)
+    head, rest = report.split("## Wall time")
+    assert "linear probes (`probe_average`) at 40 updates" in head
+    assert "| 40 | taco − mlm | 3 | 62.4000 | 62.4000 | +0.0000 |" in head
+    assert head.rstrip().endswith("| no significant difference |")
+    family = rest.split("## Exploratory: probe_average, taco − mlm")[1].split("##")[0]
+    assert "| 10 |" in family and "| 40 |" not in family  # the primary is not tested twice
+    assert "| 40 | average |" in rest  # the GLUE average is exploratory now
+
+
+def test_one_pretraining_seed_gives_no_verdict_only_description():
+    from taco_fairseq.comparison.report import markdown_report
+
+    table = noisy_grid(pretrain=(1,))
+    report = markdown_report(table, measure_rows(pretrain=(1,)), "mlm", "# h", {})
+    assert "ahead" not in report and "behind" not in report
+    head = report.split("## Wall time")[0]
+    assert "| 40 | taco − mlm | 1 |" in head and "fine-tuning SD 0.63 / 0.63" in head
+    assert head.rstrip().endswith("| n = 1 pre-training seed: not tested |")
+    assert "(n = 1 pre-training seed: not tested). **Whether GLUE moves" in report
+    assert "**Not meaningful: mlm's GLUE average does not rise significantly over the run " \
+        "(one pre-training seed: not tested)" in report
+
+
+def test_the_speedup_is_meaningful_only_when_the_baseline_rises():
+    from taco_fairseq.comparison.report import markdown_report
+
+    rising = markdown_report(noisy_grid(), [], "mlm", "# h", {})
+    assert "It rises significantly: the comparison is meaningful." in rising
+    assert "speed-up **" in rising or "**not reached**" in rising
+    assert "Per pre-training seed (on its own curves): " in rising
+    assert "covers with probability 75%" in rising
+    flat = ScoreTable(grid(lambda o, p, u, t, s: 50 + p * s / 10 + (o == "taco") * (u == 10),
+                           pretrain=(1, 2, 3)))
+    report = markdown_report(flat, [], "mlm", "# h", {})
+    assert "**It does not rise significantly" in report
+    assert "**Not meaningful: mlm's GLUE average does not rise significantly over the run, " \
+        "so reaching its best says nothing about speed.**" in report
+
+
+def test_a_glue_axis_spans_at_least_ten_points():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from taco_fairseq.comparison.report import GLUE_AXIS_SPAN, _axes
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [50.2, 50.9])
+    _axes(ax, "points", GLUE_AXIS_SPAN)
+    low, high = ax.get_ylim()
+    assert high - low == pytest.approx(10.0) and low < 50.2 and high > 50.9
+    ax.plot([1, 2], [20.0, 80.0])  # a wide range is left as it is
+    ax.relim()
+    ax.autoscale()
+    _axes(ax, "points", GLUE_AXIS_SPAN)
+    assert ax.get_ylim()[1] - ax.get_ylim()[0] > 60
+    plt.close(fig)
+
+
+def test_figures_with_measures_and_several_pretraining_seeds(tmp_path):
+    from taco_fairseq.comparison.report import plot_figures
+
+    written = plot_figures(noisy_grid(), measure_rows(), "mlm", tmp_path)
+    assert [p.name for p in written] == ["glue_average.png", "difference.png", "tasks.png",
+                                         "checkpoints.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in written)

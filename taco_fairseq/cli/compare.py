@@ -7,8 +7,10 @@ records each checkpoint's validation MLM loss and contextual score on held-out t
 fine-tunes every checkpoint on --tasks x --seeds (the last one on --final-tasks too) with the
 GLUE runner; and writes OUT/summary.csv (one row per objective x pretrain_seed x updates x task
 x seed), OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates, per task,
-paired difference with 95% bootstrap intervals, speed-up); OUT/command.txt records the command
-that ran the phases, for the report of a later --report-only call. Run it again and it continues:
+paired difference over pre-training seeds with 95% t-intervals, speed-up). The report opens
+with the --primary-endpoint, declared before the runs; every other verdict is exploratory and
+Holm-corrected. OUT/command.txt records the command that ran the phases, for the report of a
+later --report-only call. Run it again and it continues:
 pre-training from checkpoint_last.pt, finished fine-tunings skipped. Options after `--` go to
 every pre-training fairseq-train call (not those the comparison sets itself, such as --seed).
 
@@ -37,7 +39,7 @@ from taco_fairseq.comparison.report import (
     write_checkpoints_csv,
     write_summary_csv,
 )
-from taco_fairseq.comparison.statistics import ScoreTable
+from taco_fairseq.comparison.statistics import PRIMARY_ENDPOINTS, PrimaryEndpoint, ScoreTable
 from taco_fairseq.comparison.study import (
     PhaseTimer,
     StudyOptions,
@@ -123,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--heldout-sentences", type=positive(int), default=2000,
                        help="default: 2000")
     group.add_argument("--heldout-max-lines", type=positive(int), help="lines read per file")
+    parser.add_argument("--primary-endpoint", choices=PRIMARY_ENDPOINTS, default="glue-average",
+                        help="the one comparison the report tests without correction, declared "
+                        "before the runs: glue-average (the fine-tuned GLUE average over --tasks "
+                        "at the last checkpoint, the paper's claim) or probe-average (the "
+                        "average of the frozen-encoder linear probes at the last checkpoint); "
+                        "every other verdict is exploratory (default: %(default)s)")
     parser.add_argument("--jobs", type=positive(int), default=1,
                         help="runs side by side; on the CPU each gets cores/jobs threads")
     parser.add_argument("--cpu", action="store_true", help="train and evaluate on the CPU")
@@ -180,6 +188,7 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         settings=settings, glue_data=args.glue_data,
         tasks=[t.name for t in get_tasks(args.tasks)],
         final_tasks=[t.name for t in get_tasks(args.final_tasks)] if args.final_tasks else [],
+        primary_endpoint=args.primary_endpoint,
         seeds=args.seeds,
         points=[Hyperparameters(args.finetune_batch_size, lr, epochs)
                 for lr in args.finetune_lr for epochs in args.finetune_epochs],
@@ -245,6 +254,13 @@ def main(argv=None) -> None:
     timer = PhaseTimer(options.out)
     recorded = options.out / COMMAND_FILE
     before = recorded.read_text(encoding="utf-8") if recorded.is_file() else None
+    if before is not None:
+        declared = recorded_primary_endpoint(before)
+        if declared != options.primary_endpoint:
+            sys.exit(f"error: --primary-endpoint {options.primary_endpoint}: {recorded} records "
+                     f"{declared} for this study (the primary endpoint is declared before the "
+                     f"results are seen); give --primary-endpoint {declared}, or use another "
+                     "--out for a new study")
     try:
         if report_only:
             measures = read_measures(options)
@@ -263,6 +279,15 @@ def main(argv=None) -> None:
     print("== 5/5 report", flush=True)
     write_report(options, command_lines(options.out, command, report_only), measures, scores,
                  timer.seconds)
+
+
+def recorded_primary_endpoint(command: str) -> str:
+    """The ``--primary-endpoint`` of a recorded ``taco-compare`` command (its default when
+    the command has none, as before the option existed)."""
+    own, _ = split_fairseq_args(shlex.split(command)[1:])
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--primary-endpoint", default="glue-average")
+    return parser.parse_known_args(own)[0].primary_endpoint
 
 
 def command_lines(out: Path, command: str, report_only: bool) -> List[str]:
@@ -329,8 +354,10 @@ def write_report(options: StudyOptions, command: List[str], measures, scores, ti
         "Scores: GLUE dev, points (MCC for CoLA, F1 for MRPC, Spearman for STS-B, accuracy "
         "otherwise); averages over the tasks fine-tuned at every checkpoint.",
     ])
+    primary = PrimaryEndpoint(options.primary_endpoint, options.last_updates,
+                              tuple(options.tasks))
     report = markdown_report(table, measures, baseline, header, timings,
-                             read_search(options.out))
+                             read_search(options.out), primary)
     (out / "report.md").write_text(report, encoding="utf-8")
     print(report)
     print(f"wrote {out / 'summary.csv'}, {out / 'checkpoints.csv'}, {out / 'report.md'} and the "

@@ -4,12 +4,31 @@
 import csv
 import dataclasses
 import math
+import textwrap
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .statistics import Score, ScoreTable, improvement, paired_difference, speedup
+from .statistics import (
+    ALPHA,
+    INITIALIZATION,
+    PROBE_AVERAGE,
+    Comparison,
+    MeasureTable,
+    PairedTest,
+    PrimaryEndpoint,
+    Score,
+    ScoreTable,
+    better,
+    glue_comparisons,
+    holm,
+    improvement,
+    measure_comparisons,
+    paired_difference,
+    speedup,
+    t_interval,
+)
 
 SUMMARY_COLUMNS = [f.name for f in dataclasses.fields(Score)]
 CHECKPOINT_COLUMNS = ("objective", "pretrain_seed", "updates", "valid_mlm_loss",
@@ -38,9 +57,14 @@ def write_checkpoints_csv(rows: Sequence[Mapping], path: Path) -> None:
 def plot_figures(table: ScoreTable, measures: Sequence[Mapping], baseline: str,
                  out: Path) -> List[Path]:
     """``glue_average.png`` (the paper's Figure 5: GLUE average over the curve tasks against
-    updates, mean ± std over seeds), ``tasks.png`` (per task), ``difference.png`` (each
-    objective − baseline at equal updates, 95% interval) and ``checkpoints.png`` (validation
-    loss, contextual score). Returns the files written."""
+    updates), ``tasks.png`` (per task), ``difference.png`` (each objective − baseline at equal
+    updates) and ``checkpoints.png`` (every per-checkpoint measure). Returns the files written.
+
+    Each point is the mean over pre-training seeds of the per-seed means over fine-tuning
+    seeds; the error bars are the 95% t-interval over pre-training seeds (:func:`error_bars`;
+    with one pre-training seed, ± the SD over fine-tuning seeds on the GLUE figures, none on
+    the measures); each title says which. A GLUE axis spans at least :data:`GLUE_AXIS_SPAN`
+    points, so that a small gap does not fill the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,73 +72,94 @@ def plot_figures(table: ScoreTable, measures: Sequence[Mapping], baseline: str,
 
     written = []
     tasks = table.curve_tasks()
+    bars = error_bars(len(table.pretrain_seeds), len(table.seeds))
     if tasks:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for o in table.objectives:
-            runs = [table.seed_averages(o, u, tasks) for u in table.updates]
-            mean = np.array([r.mean() for r in runs])
-            std = np.array([r.std(ddof=1) if r.size > 1 else 0.0 for r in runs])
-            ax.plot(table.updates, mean, marker="o", label=o)
-            ax.fill_between(table.updates, mean - std, mean + std, alpha=0.2)
-        _axes(ax, f"GLUE average ({', '.join(tasks)}), points")
-        ax.set_title("GLUE dev average vs pre-training updates\n(mean ± std over seeds)")
+        fig, ax = plt.subplots(figsize=(6, 4.2))
+        for i, o in enumerate(table.objectives):
+            _errorbar(ax, table.updates, [_glue_bar(table, o, u, tasks) for u in table.updates],
+                      o, _dodge(i, len(table.objectives), table.updates))
+        _axes(ax, f"GLUE average ({', '.join(tasks)}), points", GLUE_AXIS_SPAN)
+        ax.set_title(textwrap.fill(f"GLUE dev average vs pre-training updates: {bars}", 75),
+                     fontsize=8)
         written.append(_save(fig, out / "glue_average.png"))
 
+        fig, ax = plt.subplots(figsize=(6, 4.2))
         others = [o for o in table.objectives if o != baseline]
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for o in others:
-            diffs = [paired_difference(table, o, baseline, u, tasks) for u in table.updates]
-            mid = np.array([d["difference"] for d in diffs])
-            err = np.array([[m - d["low"] for m, d in zip(mid, diffs)],
-                            [d["high"] - m for m, d in zip(mid, diffs)]])
-            ax.errorbar(table.updates, mid, yerr=err, marker="o", capsize=3,
-                        label=f"{o} − {baseline}")
+        for i, o in enumerate(others):
+            points = [(u, paired_difference(table, o, baseline, u, tasks))
+                      for u in table.updates if u != INITIALIZATION]
+            _errorbar(ax, [u for u, _ in points],
+                      [(d.difference, d.low, d.high) for _, d in points], f"{o} − {baseline}",
+                      _dodge(i, len(others), table.updates))
         ax.axhline(0, color="grey", lw=0.8)
-        _axes(ax, "difference of GLUE averages, points")
-        ax.set_title("Paired difference at equal updates\n(95% bootstrap interval)")
+        _axes(ax, "difference of GLUE averages, points", GLUE_AXIS_SPAN)
+        ax.set_title("Paired difference at equal updates\n("
+                     + ("95% t-interval over pre-training seeds, uncorrected"
+                        if len(table.pretrain_seeds) > 1 else "one pre-training seed: no interval")
+                     + ")", fontsize=9)
         written.append(_save(fig, out / "difference.png"))
 
-    fig, axes = plt.subplots(1, len(table.tasks), figsize=(3.2 * len(table.tasks), 3.2),
+    fig, axes = plt.subplots(1, len(table.tasks), figsize=(3.4 * len(table.tasks), 3.6),
                              squeeze=False)
     for ax, task in zip(axes[0], table.tasks):
-        for o in table.objectives:
-            points = [(u, table.cell(o, u, task)) for u in table.updates
-                      if table.cell(o, u, task) is not None]
-            if points:
-                x = [u for u, _ in points]
-                mean = np.array([c.mean() for _, c in points])
-                std = np.array([c.std(ddof=1) if c.size > 1 else 0.0 for _, c in points])
-                ax.errorbar(x, mean, yerr=std, marker="o", capsize=3, label=o)
-        _axes(ax, "dev score, points")
+        for i, o in enumerate(table.objectives):
+            at = [u for u in table.updates if table.cell(o, u, task) is not None]
+            _errorbar(ax, at, [_glue_bar(table, o, u, [task]) for u in at], o,
+                      _dodge(i, len(table.objectives), table.updates))
+        _axes(ax, "dev score, points", GLUE_AXIS_SPAN)
         ax.set_title(task)
+    fig.suptitle(textwrap.fill(bars, 60 * len(table.tasks)), fontsize=8)
     written.append(_save(fig, out / "tasks.png"))
 
-    if measures:
-        keys = [k for k in ("valid_mlm_loss", "contextual_score")
-                if any(_finite(m.get(k)) for m in measures)]
-        fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.5), squeeze=False)
-        for ax, key in zip(axes[0], keys):
-            for o in table.objectives:
-                rows = sorted((m for m in measures if m["objective"] == o and _finite(m.get(key))),
-                              key=lambda m: m["updates"])
-                by_updates: Dict[int, List[float]] = {}
-                for m in rows:
-                    by_updates.setdefault(m["updates"], []).append(m[key])
-                ax.plot(list(by_updates), [np.mean(v) for v in by_updates.values()],
-                        marker="o", label=o)
-            _axes(ax, {"valid_mlm_loss": "validation MLM loss, bits",
-                       "contextual_score": "contextual score (held-out text)"}[key])
+    measured = MeasureTable(measures) if measures else None
+    if measured and measured.keys:
+        columns = min(4, len(measured.keys))
+        rows = math.ceil(len(measured.keys) / columns)
+        fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows),
+                                 squeeze=False)
+        for ax, key in zip(axes.ravel(), measured.keys):
+            for i, o in enumerate(measured.objectives):
+                at = [u for u in measured.updates if measured.values(key, o, u)]
+                _errorbar(ax, at, [_bar(list(measured.values(key, o, u).values()))
+                                   for u in at], o,
+                          _dodge(i, len(measured.objectives), measured.updates))
+            _axes(ax, MEASURE_LABELS.get(key, key))
+        for ax in axes.ravel()[len(measured.keys):]:
+            ax.axis("off")
+        seeds = len({r["pretrain_seed"] for r in measures})
+        fig.suptitle("Per-checkpoint measures: mean over pre-training seeds"
+                     + (", error bars: 95% t-interval over them" if seeds > 1 else
+                        " (one pre-training seed: no error bars)"), fontsize=9)
         written.append(_save(fig, out / "checkpoints.png"))
     return written
 
 
+def error_bars(pretrain_seeds: int, finetune_seeds: int) -> str:
+    """What the points and error bars of the GLUE figures are, in words."""
+    points = (f"mean of {pretrain_seeds} pre-training seed(s), each averaged over "
+              f"{finetune_seeds} fine-tuning seed(s)")
+    if pretrain_seeds > 1:
+        return f"{points}; error bars: 95% t-interval over the pre-training seeds"
+    if finetune_seeds > 1:
+        return f"{points}; error bars: ± SD over the fine-tuning seeds (description only)"
+    return f"{points}; no error bars"
+
+
 def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: str,
                     header: str, timings: Mapping[str, float],
-                    search: Optional[Mapping] = None) -> str:
-    """``report.md``: ``header`` (command, machine), the wall time of each phase, the
-    per-checkpoint table, the paired differences, the speed-up, whether the baseline itself
-    improved, the checkpoint measures and the figures."""
-    lines = [header, "", "## Wall time", "", "| phase | minutes |", "|---|---|"]
+                    search: Optional[Mapping] = None,
+                    primary: Optional[PrimaryEndpoint] = None) -> str:
+    """``report.md``: ``header`` (command, machine), the primary endpoint (default: the GLUE
+    average over the curve tasks at the last checkpoint), the wall time of each phase, the
+    search, the dev scores and, labelled exploratory with Holm-corrected verdicts
+    (:mod:`.statistics`), the paired GLUE differences, the speed-up, whether the baseline
+    itself improved, a table per checkpoint measure, the raw measures and the figures."""
+    if primary is None:
+        primary = PrimaryEndpoint("glue-average", table.updates[-1], tuple(table.curve_tasks()))
+    measured = MeasureTable(measures)
+    candidates = [o for o in table.objectives if o != baseline]
+    lines = [header, "", *primary_section(primary, table, measured, candidates, baseline)]
+    lines += ["", "## Wall time", "", "| phase | minutes |", "|---|---|"]
     lines += [f"| {phase} | {seconds / 60:.1f} |" for phase, seconds in timings.items()]
     if search:
         reused = sorted({v["searched_in"] for v in search.values() if "searched_in" in v})
@@ -126,85 +171,278 @@ def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: st
         lines += [f"| {t} | {v['chosen']} | "
                   + ", ".join(f"{p}: {s:.2f}" for p, s in v["mean_dev_score"].items()) + " |"
                   for t, v in search.items()]
-    lines += ["", "## Dev scores (mean ± std over seeds, the mean alone for one seed; points; "
-              "MCC for CoLA)", ""]
+    spread = ("SD over pre-training seeds of their means over fine-tuning seeds"
+              if len(table.pretrain_seeds) > 1 else "SD over fine-tuning seeds (one "
+              "pre-training seed)")
+    lines += ["", f"## Dev scores (mean over all runs ± {spread}; points; MCC for CoLA)", ""]
     tasks = table.curve_tasks()
     lines += [f"| objective | updates | {' | '.join(table.tasks)} | average ({', '.join(tasks)}) |",
               "|---|---|" + "---|" * (len(table.tasks) + 1)]
     for o in table.objectives:
         for u in table.updates:
-            cells = []
-            for t in table.tasks:
-                c = table.cell(o, u, t)
-                cells.append("" if c is None else f"{c.mean():.2f}" if c.size == 1
-                             else f"{c.mean():.2f} ± {c.std(ddof=1):.2f}")
-            avg = f"{table.average(o, u, tasks):.2f}" if tasks else ""
+            cells = [_mean_sd(table, o, u, [t]) if table.cell(o, u, t) is not None else ""
+                     for t in table.tasks]
+            avg = _mean_sd(table, o, u, tasks) if tasks else ""
             lines.append(f"| {o} | {u} | {' | '.join(cells)} | {avg} |")
-    for o in [o for o in table.objectives if o != baseline]:
-        lines += ["", f"## {o} − {baseline} at equal updates (95% bootstrap interval)", "",
-                  "| updates | tasks | difference | interval | verdict |", "|---|---|---|---|---|"]
-        for u in table.updates:
-            for label, over in (("average", tasks), *((t, [t]) for t in table.complete_tasks(u))):
-                if not over or any(table.cell(x, u, t) is None
-                                   for x in (o, baseline) for t in over):
-                    continue
-                d = paired_difference(table, o, baseline, u, over)
-                lines.append(f"| {u} | {label} | {d['difference']:+.2f} | "
-                             f"[{d['low']:+.2f}, {d['high']:+.2f}] | {verdict(d, o)} |")
-        if tasks and len(table.updates) > 1:
-            s = speedup(table, o, baseline, tasks)
-            lines += ["", f"### Speed-up of {o} over {baseline}", "", speedup_sentence(s, o,
-                                                                                   baseline)]
-    if tasks and len(table.updates) > 1:
-        first, last = table.updates[0], table.updates[-1]
-        rise = improvement(table, baseline, first, last, tasks)
+    lines += ["", EXPLORATORY]
+    rise = baseline_rise(table, baseline, tasks)
+    for o in candidates:
+        lines += ["", f"## Exploratory: {o} − {baseline} at equal updates, GLUE (Holm-corrected "
+                  "over this table)", "", COMPARISON_HEADER, COMPARISON_RULE]
+        lines += [comparison_row(c, o, 2, +1, _finetune_spread(
+            table, o, baseline, c.updates, tasks if c.label == "average" else [c.label]))
+                  for c in glue_comparisons(table, o, baseline, primary)]
+        if rise is not None:
+            lines += ["", f"### Speed-up of {o} over {baseline}", "",
+                      speedup_sentence(speedup(table, o, baseline, tasks), o, baseline, rise)]
+    if rise is not None:
         lines += ["", "## Does the baseline improve over the run?", "",
-                  f"{baseline}'s GLUE average from {first} to {last} updates: "
-                  f"{rise['difference']:+.2f} points [{rise['low']:+.2f}, {rise['high']:+.2f}]. "
-                  + ("It rises clearly: the comparison is meaningful." if rise["low"] > 0 else
-                     "**It does not rise clearly: the runs are too short or too small for GLUE "
-                     "to tell the objectives apart; read the differences with that in mind.**")]
+                  rise_sentence(rise, baseline, _compared(table.updates)[0],
+                                _compared(table.updates)[-1])]
+    for o in candidates:
+        for key in measured.keys:
+            family = measure_comparisons(measured, key, o, baseline, primary)
+            if not family:
+                continue
+            lines += ["", f"## Exploratory: {key}, {o} − {baseline} ({DIRECTION[better(key)]}; "
+                      "Holm-corrected over this table)", "", COMPARISON_HEADER, COMPARISON_RULE]
+            start = [measured.values(key, x, INITIALIZATION) for x in (baseline, o)]
+            if all(start):
+                lines.append(f"| {INITIALIZATION} | {key} | {len(start[0])} | "
+                             + " | ".join(f"{np.mean(list(v.values())):.4f}" for v in start)
+                             + " | | | | | initialization: the same network, not compared |")
+            lines += [comparison_row(c, o, 4, better(key)) for c in family]
     if measures:
-        lines += ["", "## Per checkpoint", "",
-                  "| objective | pretrain seed | updates | valid MLM loss (bits) | contextual "
-                  "score | intra | inter |", "|---|---|---|---|---|---|---|"]
+        keys = measured.keys
+        lines += ["", "## Per checkpoint (each pre-training run)", "",
+                  f"| objective | pretrain seed | updates | {' | '.join(keys)} |",
+                  "|---|---|---|" + "---|" * len(keys)]
         for m in sorted(measures, key=lambda m: (m["objective"], m["pretrain_seed"],
                                                  m["updates"])):
             lines.append(f"| {m['objective']} | {m['pretrain_seed']} | {m['updates']} | "
-                         + " | ".join(_num(m.get(k)) for k in CHECKPOINT_COLUMNS[3:]) + " |")
-    lines += ["", "## Figures", ""] + [
-        f"![{name}]({name}.png)" for name in ("glue_average", "difference", "tasks",
-                                               "checkpoints")]
+                         + " | ".join(_num(m.get(k)) for k in keys) + " |")
+    over = ("with its 95% t-interval over pre-training seeds (uncorrected)"
+            if len(table.pretrain_seeds) > 1 else "without interval (one pre-training seed)")
+    lines += ["", "## Figures", "",
+              f"GLUE figures: {error_bars(len(table.pretrain_seeds), len(table.seeds))}; every "
+              f"GLUE axis spans at least {GLUE_AXIS_SPAN:.0f} points. The difference figure: the "
+              f"paired difference {over}. The checkpoint measures: the mean over pre-training "
+              f"seeds {over}.", ""]
+    lines += [f"![{name}]({name}.png)" for name in ("glue_average", "difference", "tasks",
+                                                     "checkpoints")]
     return "\n".join(lines) + "\n"
 
 
-def verdict(d: Mapping[str, float], objective: str) -> str:
-    """``ahead``/``behind`` when the interval excludes 0, else ``indistinguishable``."""
-    if d["low"] > 0:
-        return f"{objective} ahead"
-    if d["high"] < 0:
-        return f"{objective} behind"
-    return "indistinguishable"
+#: Every GLUE axis spans at least this many points (scores or differences): a gap of a point
+#: looks like one, not like the whole range of the figure.
+GLUE_AXIS_SPAN = 10.0
+
+#: Axis labels of the known per-checkpoint measures (others: the key).
+MEASURE_LABELS = {"valid_mlm_loss": "validation MLM loss, bits",
+                  "contextual_score": "contextual score (held-out text)"}
+
+#: A measure's better direction (:func:`.statistics.better`) in words.
+DIRECTION = {+1: "higher is better", -1: "lower is better", 0: "no better direction"}
+
+EXPLORATORY = (
+    "**Everything below is exploratory.** Each difference is paired by pre-training seed (each "
+    "seed's value averaged over its fine-tuning seeds) with its 95% t-interval (n − 1 degrees "
+    "of freedom) and p-value; the verdict uses the Holm-adjusted p within the table (α = 0.05), "
+    "so an interval that excludes 0 can still be \"no significant difference\". With one "
+    "pre-training seed nothing is tested. The initialization (updates 0) is the same network "
+    "for every objective and is not compared.")
+
+COMPARISON_HEADER = ("| updates | what | n | baseline | objective | difference | 95% t-interval | "
+                     "p | Holm p | verdict |")
+COMPARISON_RULE = "|---|---|---|---|---|---|---|---|---|---|"
 
 
-def speedup_sentence(s: Mapping, candidate: str, baseline: str) -> str:
-    """The speed-up as a sentence with its numbers and interval."""
+def primary_section(primary: PrimaryEndpoint, table: ScoreTable, measured: MeasureTable,
+                    candidates: Sequence[str], baseline: str) -> List[str]:
+    """The report's opening: the primary endpoint of each candidate against the baseline, its
+    paired difference over pre-training seeds, t-interval, p and verdict (with several
+    candidates the p-values are Holm-corrected among them)."""
+    lines = [f"## Primary endpoint: {primary.describe()}", "",
+             f"Declared before the runs (`--primary-endpoint {primary.name}`). The difference is "
+             "paired by pre-training seed, each seed's value averaged over its fine-tuning seeds "
+             "(and tasks); 95% t-interval with n − 1 degrees of freedom; two-sided paired t-test "
+             "at α = 0.05" + (", Holm-corrected over the objectives" if len(candidates) > 1
+                             else "") + ".", "", COMPARISON_HEADER, COMPARISON_RULE]
+    tests = {o: primary.test(table, measured, o, baseline) for o in candidates}
+    tested = [o for o, t in tests.items() if t is not None and t.tested]
+    adjusted = dict(zip(tested, holm([tests[o].p for o in tested])))
+    for o, test in tests.items():
+        if test is None:
+            lines.append(f"| {primary.updates} | {o} − {baseline} | 0 | | | | | | | not available"
+                         + (": not all of its fine-tunings have finished" if
+                            primary.name == "glue-average" else
+                            f": `{PROBE_AVERAGE}` not in OUT/measures (the probes were not "
+                            "measured)") + " |")
+        else:
+            note = _finetune_spread(table, o, baseline, primary.updates, primary.tasks) if (
+                primary.name == "glue-average") else ""
+            lines.append(comparison_row(
+                Comparison(primary.updates, f"{o} − {baseline}", test, adjusted.get(o)), o,
+                2 if primary.name == "glue-average" else 4, +1, note))
+    return lines
+
+
+def comparison_row(c: Comparison, objective: str, digits: int, direction: int,
+                   note: str = "") -> str:
+    """A row of :data:`COMPARISON_HEADER`; ``note`` fills the interval's cell when there is
+    no test (n = 1)."""
+    t = c.test
+    interval = f"[{t.low:+.{digits}f}, {t.high:+.{digits}f}]" if t.tested else note
+    return (f"| {c.updates} | {c.label} | {t.n} | {t.baseline:.{digits}f} | "
+            f"{t.candidate:.{digits}f} | {t.difference:+.{digits}f} | {interval} | "
+            f"{_p(t.p)} | {_p(c.adjusted_p)} | {verdict(t, c.adjusted_p, objective, direction)} |")
+
+
+def verdict(test: PairedTest, adjusted_p: Optional[float], objective: str,
+            direction: int = +1) -> str:
+    """``ahead``/``behind`` (``higher``/``lower`` for a measure without a better ``direction``)
+    when the (Holm-adjusted) p-value is at most :data:`.statistics.ALPHA`, else ``no
+    significant difference``; ``not tested`` with one pre-training seed."""
+    if not test.tested:
+        return "n = 1 pre-training seed: not tested"
+    if adjusted_p > ALPHA or test.difference == 0:
+        return "no significant difference"
+    higher = test.difference > 0
+    if direction == 0:
+        return f"{objective} {'higher' if higher else 'lower'}"
+    return f"{objective} {'ahead' if higher == (direction > 0) else 'behind'}"
+
+
+def baseline_rise(table: ScoreTable, baseline: str, tasks: Sequence[str]) -> Optional[PairedTest]:
+    """:func:`.statistics.improvement` of the baseline from the first to the last compared
+    checkpoint; None without two of them or without curve tasks."""
+    updates = _compared(table.updates)
+    if not tasks or len(updates) < 2:
+        return None
+    return improvement(table, baseline, updates[0], updates[-1], tasks)
+
+
+def rise_sentence(rise: PairedTest, baseline: str, first: int, last: int) -> str:
+    """Whether the baseline's GLUE average rises over the run, as a sentence."""
+    head = (f"{baseline}'s GLUE average from {first} to {last} updates: "
+            f"{rise.difference:+.2f} points")
+    if not rise.tested:
+        return (f"{head} (n = 1 pre-training seed: not tested). **Whether GLUE moves at all over "
+                "the run is not established: read the differences and the speed-up as "
+                "description.**")
+    head += (f", 95% t-interval [{rise.low:+.2f}, {rise.high:+.2f}] over {rise.n} pre-training "
+             f"seeds (paired), p = {_p(rise.p)}. ")
+    if rise.p <= ALPHA and rise.difference > 0:
+        return head + "It rises significantly: the comparison is meaningful."
+    return head + ("**It does not rise significantly: the runs are too short or too small for "
+                   "GLUE to tell the objectives apart; read the differences with that in mind.**")
+
+
+def speedup_sentence(s: Mapping, candidate: str, baseline: str,
+                     rise: Optional[PairedTest]) -> str:
+    """The speed-up as a sentence: its numbers, the per-pre-training-seed range (a description,
+    :func:`.statistics.speedup`) and whether it means anything (only when the baseline's
+    ``rise`` is significant)."""
     head = (f"{baseline} is best at {s['baseline_updates']} updates (GLUE average "
             f"{s['baseline_best']:.2f}).")
+    meaningful = rise is not None and rise.tested and rise.p <= ALPHA and rise.difference > 0
     if s["speedup"] is None:
-        return (f"{head} {candidate} does not reach it at any checkpoint: **not reached** "
-                f"(not reached in {s['not_reached']:.0%} of the bootstrap resamples; 95% "
-                f"interval of the speed-up, 0 = not reached: [{s['low']:.2f}, {s['high']:.2f}]).")
-    return (f"{head} {candidate} first reaches it at {s['candidate_updates']:.0f} updates "
-            f"(interpolated): speed-up **{s['speedup']:.2f}x**, 95% interval "
-            f"[{s['low']:.2f}, {s['high']:.2f}] (0 = not reached, in {s['not_reached']:.0%} of "
-            "the resamples).")
+        head += f" {candidate} does not reach it at any checkpoint: **not reached**."
+    else:
+        value = f"{s['speedup']:.2f}x"
+        head += (f" {candidate} first reaches it at {s['candidate_updates']:.0f} updates "
+                 f"(interpolated): speed-up {f'**{value}**' if meaningful else value}.")
+    per_seed = s["per_seed"]
+    if len(per_seed) > 1:
+        reached = [v for v in per_seed if v is not None]
+        low = f"{min(reached):.2f}x" if len(reached) == len(per_seed) else "not reached"
+        high = f"{max(reached):.2f}x" if reached else "not reached"
+        head += (" Per pre-training seed (on its own curves): "
+                 + ", ".join("not reached" if v is None else f"{v:.2f}x" for v in per_seed)
+                 + f"; range {low} to {high}, a description, not a 95% interval (as an interval "
+                 f"for the median per-seed speed-up it covers with probability "
+                 f"{1 - 2 ** (1 - len(per_seed)):.0%}).")
+    if meaningful:
+        return head + f" {baseline}'s GLUE average rises significantly over the run."
+    return head + (f" **Not meaningful: {baseline}'s GLUE average does not rise significantly "
+                   "over the run" + (" (one pre-training seed: not tested)" if rise is None or
+                                    not rise.tested else "")
+                   + ", so reaching its best says nothing about speed.**")
 
 
-def _axes(ax, ylabel: str) -> None:
+def _compared(updates: Sequence[int]) -> List[int]:
+    return [u for u in updates if u != INITIALIZATION]
+
+
+def _finetune_spread(table: ScoreTable, candidate: str, baseline: str, updates: int,
+                     tasks: Sequence[str]) -> str:
+    sds = [table.finetune_sd(o, updates, tasks) for o in (candidate, baseline)]
+    if None in sds:
+        return ""
+    return f"fine-tuning SD {sds[0]:.2f} / {sds[1]:.2f}"
+
+
+def _mean_sd(table: ScoreTable, objective: str, updates: int, tasks: Sequence[str]) -> str:
+    mean = table.average(objective, updates, tasks)
+    if len(table.pretrain_seeds) > 1:
+        sd = float(np.std(list(table.seed_means(objective, updates, tasks).values()), ddof=1))
+    else:
+        sd = table.finetune_sd(objective, updates, tasks)
+    return f"{mean:.2f}" if sd is None else f"{mean:.2f} ± {sd:.2f}"
+
+
+def _glue_bar(table: ScoreTable, objective: str, updates: int, tasks: Sequence[str]):
+    """(mean, low, high) of a GLUE point: :func:`_bar` over pre-training seeds, or ± the SD
+    over fine-tuning seeds with one pre-training seed."""
+    means = list(table.seed_means(objective, updates, tasks).values())
+    if len(means) > 1:
+        return _bar(means)
+    sd = table.finetune_sd(objective, updates, tasks) or 0.0
+    return means[0], means[0] - sd, means[0] + sd
+
+
+def _bar(values: Sequence[float]):
+    """(mean, low, high): the 95% t-interval of the mean; (mean, None, None) for one value."""
+    if len(values) < 2:
+        return float(np.mean(values)), None, None
+    low, high, _ = t_interval(values)
+    return float(np.mean(values)), low, high
+
+
+def _errorbar(ax, x: Sequence[int], bars: Sequence, label: str, dodge: float = 0.0) -> None:
+    """Points ``(mean, low, high)`` (low/high None: no bar) with their error bars, moved
+    ``dodge`` along x so that two objectives' bars do not hide each other."""
+    if not x:
+        return
+    mid = np.array([b[0] for b in bars], float)
+    err = np.array([[m - (b[1] if b[1] is not None else m) for m, b in zip(mid, bars)],
+                    [(b[2] if b[2] is not None else m) - m for m, b in zip(mid, bars)]])
+    ax.errorbar(np.asarray(x, float) + dodge, mid, yerr=err, marker="o", capsize=3, label=label)
+
+
+def _dodge(index: int, count: int, updates: Sequence[int]) -> float:
+    """The x shift of the ``index``-th of ``count`` curves: 1.5% of the update range apart."""
+    span = (max(updates) - min(updates)) if len(updates) > 1 else 1
+    return (index - (count - 1) / 2) * 0.015 * span
+
+
+def _p(p: Optional[float]) -> str:
+    if p is None:
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _axes(ax, ylabel: str, span: Optional[float] = None) -> None:
+    """Labels, grid, legend; with ``span``, the y-axis widened about its centre to at least
+    ``span`` units."""
     ax.set_xlabel("pre-training updates")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
+    if span is not None:
+        low, high = ax.get_ylim()
+        if high - low < span:
+            centre = (low + high) / 2
+            ax.set_ylim(centre - span / 2, centre + span / 2)
     if ax.get_legend_handles_labels()[0]:  # a partial report may have no curve here yet
         ax.legend(fontsize=8)
 

@@ -54,6 +54,8 @@ class StudyOptions:
         glue_data: the prepared GLUE directory (``scripts/prepare_glue.py``).
         tasks: GLUE tasks fine-tuned at every checkpoint.
         final_tasks: more tasks fine-tuned at the last checkpoint only.
+        primary_endpoint: the report's primary endpoint, one of
+            :data:`.statistics.PRIMARY_ENDPOINTS`, declared before the runs.
         seeds: fine-tuning seeds.
         points: fine-tuning grid points (batch size, learning rate, epochs); several: phase 3.
         max_updates: task → cap on its fine-tuning updates.
@@ -73,6 +75,7 @@ class StudyOptions:
     seeds: Sequence[int]
     points: Sequence[Hyperparameters]
     final_tasks: Sequence[str] = ()
+    primary_endpoint: str = "glue-average"
     max_updates: Dict[str, int] = field(default_factory=dict)
     finetune_args: Sequence[str] = ()
     heldout_text: Sequence[Path] = ()

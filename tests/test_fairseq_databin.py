@@ -163,5 +163,8 @@ def test_every_command_on_a_standard_data_bin(fairseq_databin, glue_data, tmp_pa
     fillings = hub.fill_mask("Alice was beginning to get very <mask> of sitting.", topk=3)
     assert len(fillings) == 3 and all(0 < p <= 1 for _, p, _ in fillings)
 
-    report = export_to_transformers(checkpoint, tmp_path / "hf", lines["valid"][:150])
-    assert report.tokenized_texts >= 150 and report.max_abs_diff <= 1e-4
+    # with unknown characters: "é" and the quotes are dict.txt symbols, not pieces (not U+0085,
+    # a known difference of the tokenizer: docs/huggingface.md)
+    check_lines = lines["valid"][:150] + HARD_LINES[:2]
+    report = export_to_transformers(checkpoint, tmp_path / "hf", check_lines)
+    assert report.tokenized_texts >= len(check_lines) and report.max_abs_diff <= 1e-4

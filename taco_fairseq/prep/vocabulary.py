@@ -41,8 +41,8 @@ SPECIAL_PIECES = ("<s>", "<pad>", "</s>", "<unk>")
 MASK_SYMBOL = "<mask>"
 MODEL_TYPES = ("unigram", "bpe")
 #: :class:`DictionaryEncoder` refuses a ``dict.txt`` holding fewer than this share of the
-#: model's pieces: one made from text the model encoded holds nearly all of them (1,996 of
-#: 2,000 in ``tests/test_fairseq_databin.py``; pieces that no segmentation uses are missing).
+#: model's pieces: one made from text the model encoded holds nearly all of them (1,993 of the
+#: 1,997 in ``tests/test_fairseq_databin.py``: pieces that no segmentation used are missing).
 MIN_SHARED_PIECES = 0.5
 
 _TOO_LARGE = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")

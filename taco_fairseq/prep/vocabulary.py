@@ -284,7 +284,8 @@ class DictionaryEncoder:
             lines: text, one entry per line (SentencePiece encodes each as a whole).
             num_threads: SentencePiece's encoding threads.
         """
-        ids = self.model.encode(list(lines), out_type=int, num_threads=num_threads)
+        lines = list(lines)
+        ids = self.model.encode(lines, out_type=int, num_threads=num_threads)
         if self.identity or not ids:
             return [np.asarray(i, dtype=np.int64) for i in ids]
         ends = np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))

@@ -10,7 +10,7 @@ from fairseq.data import Dictionary
 from taco_fairseq.prep.documents import write_documents
 from taco_fairseq.prep.vocabulary import (
     SPECIAL_PIECES,
-    check_fairseq_dict,
+    DictionaryEncoder,
     train_sentencepiece,
     write_fairseq_dict,
 )
@@ -89,7 +89,8 @@ def test_fairseq_dict_order_and_counts(text, model, tmp_path):
     assert len(dictionary) == model.get_piece_size()
     for sp_id in range(model.get_piece_size()):  # fairseq id == SentencePiece id
         assert dictionary.index(model.id_to_piece(sp_id)) == sp_id
-    check_fairseq_dict(model, dictionary, "dict.txt and its model")
+    encoder = DictionaryEncoder(model, dictionary, "dict.txt and its model")
+    assert encoder.identity and encoder.missing_pieces == encoder.extra_symbols == 0
     assert dictionary.add_symbol("<mask>") == model.get_piece_size()
 
 
@@ -115,14 +116,24 @@ def test_fairseq_dict_refuses_other_special_ids(text, tmp_path):
         write_fairseq_dict(model, np.zeros(600, dtype=int), tmp_path / "dict.txt")
 
 
-def test_check_fairseq_dict_names_the_mismatch(model, tmp_path):
+def test_a_dict_in_another_order_maps_pieces_through_it(model, text, tmp_path):
+    """The fast route (ids as they are) only for dict.txt in SentencePiece order; any other
+    dict.txt maps each piece to its line there, a piece it lacks to <unk>."""
     path = tmp_path / "dict.txt"
     write_fairseq_dict(model, np.zeros(model.get_piece_size(), dtype=int), path)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    lines[5], lines[6] = lines[6], lines[5]  # ids 9 and 10 swapped
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"^d and m do not belong together: id 9 is "):
-        check_fairseq_dict(model, Dictionary.load(str(path)), "d and m")
-    path.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"999 fairseq symbols, 1000 SentencePiece pieces"):
-        check_fairseq_dict(model, Dictionary.load(str(path)), "d and m")
+    lines = text.read_text(encoding="utf-8").splitlines()[:200]
+    sp_ids = model.encode(lines)
+    encoded = DictionaryEncoder(model, Dictionary.load(str(path)), "d and m").encode(lines)
+    assert [e.tolist() for e in encoded] == sp_ids
+
+    entries = path.read_text(encoding="utf-8").splitlines()
+    entries[5], entries[6] = entries[6], entries[5]  # ids 9 and 10 swapped
+    path.write_text("\n".join(entries[:-1]) + "\n", encoding="utf-8")  # the last piece left out
+    encoder = DictionaryEncoder(model, Dictionary.load(str(path)), "d and m")
+    assert not encoder.identity
+    assert encoder.missing_pieces == 1 and encoder.extra_symbols == 0
+    last = model.get_piece_size() - 1
+    mapping = {9: 10, 10: 9, last: encoder.dictionary.unk()}
+    expected = [[mapping.get(i, i) for i in ids] for ids in sp_ids]
+    assert {9, 10} <= set(sum(sp_ids, []))
+    assert [e.tolist() for e in encoder.encode(lines, num_threads=2)] == expected

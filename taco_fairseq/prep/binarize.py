@@ -5,9 +5,11 @@ text into the dictionary ids of its whitespace-separated tokens (a token missing
 dictionary becomes ``<unk>``) followed by ``</s>``, and writes them with fairseq's
 ``make_builder(..., "mmap", vocab_size=len(dictionary))``, whose element type is ``uint16``
 below 65,500 symbols and ``uint32`` above. :class:`DatasetWriter` takes the ids instead of the
-text and writes the same bytes with the same builder. SentencePiece ids are those ids
-(:mod:`taco_fairseq.prep.vocabulary`: fairseq id == SentencePiece id, and SentencePiece's
-unknown id 3 is fairseq's ``<unk>``), so the pieces of a line never pass through text.
+text and writes the same bytes with the same builder. In the data-bins of
+``taco-prepare-data`` SentencePiece's ids are those ids (:mod:`taco_fairseq.prep.vocabulary`:
+fairseq id == SentencePiece id, and SentencePiece's unknown id 3 is fairseq's ``<unk>``), so
+the pieces of a line never pass through text; for any other ``dict.txt``,
+:class:`taco_fairseq.prep.vocabulary.DictionaryEncoder` gives them.
 """
 
 from pathlib import Path

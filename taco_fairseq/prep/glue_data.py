@@ -18,9 +18,12 @@ Per task, ``destdir/<TASK>/`` holds, as fairseq's RoBERTa GLUE recipe
 
 Splits: ``train``, ``valid`` (dev), ``test``; MNLI also ``valid1``/``test1`` (mismatched).
 Row ``i`` of every file of a split is row ``i`` of the usable rows of its TSV file. Sentences
-are encoded to SentencePiece ids and written as they are
-(:class:`taco_fairseq.prep.binarize.DatasetWriter`, the bytes
-``fairseq-preprocess --only-source --srcdict dict.txt`` would write), as are the labels' ids.
+are encoded to the ids of the data-bin's ``dict.txt``
+(:class:`taco_fairseq.prep.vocabulary.DictionaryEncoder`: SentencePiece's ids as they are for
+the data-bins of ``taco-prepare-data``, looked up for a ``dict.txt`` made by
+``fairseq-preprocess``) and written
+(:class:`taco_fairseq.prep.binarize.DatasetWriter`), the bytes ``spm_encode`` +
+``fairseq-preprocess --only-source --srcdict dict.txt`` would write, as are the labels' ids.
 """
 
 import json
@@ -41,7 +44,7 @@ from ..glue.tsv import TsvSplit, read_split
 from ..pretrained import check_training_data, load_task_dictionary
 from .binarize import DatasetWriter
 from .pretraining import DICT_FILE, MODEL_FILE
-from .vocabulary import check_fairseq_dict
+from .vocabulary import DictionaryEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +66,9 @@ class GluePrepOptions:
 
     Attributes:
         glue_dir: directory holding one directory per task (``RTE/``, ``MNLI/``, ...).
-        pretraining_data: the pre-training data-bin (``sentencepiece.bpe.model``, ``dict.txt``).
+        pretraining_data: the pre-training data-bin (``sentencepiece.bpe.model``, ``dict.txt``):
+            made by ``taco-prepare-data``, or by ``fairseq-preprocess`` from ``spm_encode``'s
+            output with the model copied in.
         checkpoint: the pre-training checkpoint to be fine-tuned, if given: its dictionary and
             SentencePiece fingerprints must match ``pretraining_data``'s.
         destdir: output directory; task ``T`` goes to ``destdir/T``.
@@ -100,8 +105,8 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
         MalformedRowsError: malformed rows (listed with line numbers and reasons) in a test
             file, or in a train/dev file without ``skip_malformed``.
         ValueError: an unknown task name, a file that is not in the GLUE layout, a
-            ``dict.txt`` whose ids are not the SentencePiece ids of the model next to it
-            (:func:`taco_fairseq.prep.vocabulary.check_fairseq_dict`), or a ``checkpoint``
+            ``dict.txt`` that holds too few of the pieces of the model next to it
+            (:class:`taco_fairseq.prep.vocabulary.DictionaryEncoder`), or a ``checkpoint``
             trained with another dictionary or SentencePiece model
             (:func:`taco_fairseq.pretrained.check_training_data`).
     """
@@ -110,7 +115,8 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
         if not (pretraining / name).is_file():
             raise FileNotFoundError(
                 f"{pretraining / name} not found: --pretraining-data must be a data-bin made "
-                "by scripts/prepare_pretraining_data.py"
+                "by scripts/prepare_pretraining_data.py, or by fairseq-preprocess with its "
+                f"SentencePiece model copied in as {MODEL_FILE}"
             )
     if options.checkpoint is not None:
         if Path(options.checkpoint).is_dir():
@@ -246,7 +252,8 @@ def _write_task(
         (task_dir / TEXT_DIR).mkdir()
     dictionary = Dictionary.load(str(pretraining_data / DICT_FILE))
     model = spm.SentencePieceProcessor(model_file=str(pretraining_data / MODEL_FILE))
-    check_fairseq_dict(model, dictionary, f"{pretraining_data / DICT_FILE} and {MODEL_FILE}")
+    encoder = DictionaryEncoder(model, dictionary,
+                                f"{pretraining_data / DICT_FILE} and {MODEL_FILE}")
     info_splits = {split: _split_info(data, task) for split, data in splits.items()}
     for k in range(task.num_inputs):
         out_dir = task_dir / f"input{k}"
@@ -257,7 +264,7 @@ def _write_task(
             if keep_text:
                 _write_lines(task_dir / TEXT_DIR / f"{split}.input{k}.txt", sentences)
             with DatasetWriter(out_dir / split, len(dictionary)) as dataset:
-                dataset.add(model.encode(sentences, out_type=int, num_threads=workers))
+                dataset.add(encoder.encode(sentences, num_threads=workers))
             info_splits[split][f"input{k}_tokens"] = dataset.pieces
             info_splits[split][f"input{k}_unk_tokens"] = dataset.unk_tokens
     _write_labels(task, splits, task_dir)

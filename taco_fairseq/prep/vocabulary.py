@@ -1,4 +1,4 @@
-"""SentencePiece for fairseq: train a model, write its ``dict.txt``, check a pair of them.
+"""SentencePiece for fairseq: train a model, write its ``dict.txt``, encode text with a pair of them.
 
 Id mapping. fairseq's ``Dictionary`` always starts with ``<s>=0 <pad>=1 </s>=2 <unk>=3`` and
 then appends the symbols of ``dict.txt`` in file order; a ``dict.txt`` that lists these four
@@ -12,15 +12,22 @@ order, so
 for every piece, and SentencePiece's ids of a text are its fairseq ids
 (:mod:`taco_fairseq.prep.binarize` writes them as they are). The masked-LM task then appends
 ``<mask>`` at id ``len(dict) = vocab_size``.
+
+Any other ``dict.txt`` of a model, such as the frequency-ordered one ``fairseq-preprocess
+--only-source`` builds from ``spm_encode``'s output, maps pieces to its ids by their text;
+:class:`DictionaryEncoder` gives the ids of text for either kind, the one implementation every
+command that tokenizes for a data-bin uses.
 """
 
 import io
+import itertools
 import logging
 import random
 import re
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, Union
+from typing import Iterator, List, Optional, Sequence, Union
 
+import numpy as np
 import sentencepiece as spm
 from fairseq.data import Dictionary
 
@@ -33,6 +40,10 @@ SPECIAL_PIECES = ("<s>", "<pad>", "</s>", "<unk>")
 #: Added by fairseq's masked_lm task after the dictionary; must not be a piece.
 MASK_SYMBOL = "<mask>"
 MODEL_TYPES = ("unigram", "bpe")
+#: :class:`DictionaryEncoder` refuses a ``dict.txt`` holding fewer than this share of the
+#: model's pieces: one made from text the model encoded holds nearly all of them (1,993 of the
+#: 1,997 in ``tests/test_fairseq_databin.py``: pieces that no segmentation used are missing).
+MIN_SHARED_PIECES = 0.5
 
 _TOO_LARGE = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
@@ -190,26 +201,120 @@ def write_fairseq_dict(
     return model.get_piece_size() - len(SPECIAL_PIECES)
 
 
-def check_fairseq_dict(
-    model: spm.SentencePieceProcessor, dictionary: Dictionary, names: str
-) -> None:
-    """Check that every fairseq id of ``dictionary`` is the SentencePiece id of its piece.
+
+class DictionaryEncoder:
+    """Text → the ids of a fairseq ``dict.txt`` through a SentencePiece model: the ids that
+    ``spm_encode`` (``encode(out_type=str)``) followed by ``fairseq-preprocess --only-source
+    --srcdict dict.txt`` give, and fairseq's ``RobertaHubInterface.encode`` with ``--bpe
+    sentencepiece`` (without its ``<s>``/``</s>``): each piece's text is looked up in the
+    dictionary, a missing one is ``<unk>``, fairseq splits the pieces at whitespace.
+
+    Two routes to those ids, chosen once from the pair:
+
+    * **fast** (:attr:`identity`): ``dict.txt`` lists the model's pieces in SentencePiece id
+      order (:func:`write_fairseq_dict`, the data-bins of ``taco-prepare-data``), so fairseq
+      id = SentencePiece id and the ids are used as they are.
+    * **lookup**: any other ``dict.txt``, e.g. the frequency-ordered one ``fairseq-preprocess
+      --only-source`` builds from ``spm_encode``'s output (its own order, and symbols such as
+      the characters SentencePiece does not know, which ``spm_encode`` writes as they are).
+      :attr:`lookup` maps SentencePiece ids to fairseq ids. Only two kinds of SentencePiece id
+      have a fairseq id that depends on the text they cover: the unknown id (its text is the
+      unknown characters themselves, which ``dict.txt`` may list) and pieces fairseq would
+      split (empty, or holding whitespace). Those are looked up by their text, as
+      ``Dictionary.encode_line`` looks up the pieces joined by spaces (SentencePiece gives the
+      text of the lines holding them again, ``encode(out_type=str)``); all other ids through
+      the array.
 
     Args:
-        names: the two files, for the message (e.g. ``"data-bin/dict.txt and its model"``).
+        model: the SentencePiece model.
+        dictionary: the fairseq ``Dictionary`` of ``dict.txt`` (as loaded, without ``<mask>``).
+        names: the two files, for messages (e.g. ``"data-bin/dict.txt and its model"``).
+
+    Attributes:
+        identity: the fast route applies.
+        lookup: int64 array ``[model pieces]``, SentencePiece id → fairseq id.
+        missing_pieces: pieces of the model (not control or unknown) that are not symbols of
+            the dictionary (they become ``<unk>``).
+        extra_symbols: symbols of the dictionary after its four specials that are no piece of
+            the model (unknown characters, fairseq's ``madeupword`` padding, ...).
 
     Raises:
-        ValueError: sizes or pieces differ (the message names ``names`` and the first
-            mismatch).
+        ValueError: fewer than :data:`MIN_SHARED_PIECES` of the model's pieces are symbols of
+            the dictionary (the message names ``names`` and both counts).
     """
-    if len(dictionary) != model.get_piece_size():
-        raise ValueError(
-            f"{names} do not belong together: {len(dictionary)} fairseq symbols, "
-            f"{model.get_piece_size()} SentencePiece pieces"
+
+    def __init__(self, model: spm.SentencePieceProcessor, dictionary: Dictionary, names: str):
+        self.model = model
+        self.dictionary = dictionary
+        size = model.get_piece_size()
+        pieces = [model.id_to_piece(i) for i in range(size)]
+        unk = dictionary.unk()
+        self.lookup = np.array([dictionary.indices.get(p, unk) for p in pieces], dtype=np.int64)
+        self.identity = (
+            len(dictionary) == size
+            and pieces == dictionary.symbols
+            and model.unk_id() == unk
         )
-    for i in range(dictionary.nspecial, len(dictionary)):
-        if dictionary[i] != model.id_to_piece(i):
+        self._text_dependent = np.array(
+            [model.is_unknown(i) or p.split() != [p] for i, p in enumerate(pieces)], dtype=bool
+        )
+        normal = [i for i in range(size) if not (model.is_control(i) or model.is_unknown(i))]
+        self.missing_pieces = sum(int(self.lookup[i] == unk) for i in normal)
+        self.extra_symbols = len(set(dictionary.symbols[dictionary.nspecial:]) - set(pieces))
+        shared = len(normal) - self.missing_pieces
+        if shared < MIN_SHARED_PIECES * len(normal):
             raise ValueError(
-                f"{names} do not belong together: id {i} is {dictionary[i]!r} in fairseq, "
-                f"{model.id_to_piece(i)!r} in SentencePiece"
+                f"{names} do not belong together: only {shared} of the model's {len(normal)} "
+                f"pieces are dict.txt symbols (a dict.txt made from text this model encoded "
+                f"holds nearly all of them); use the dict.txt made with this model"
             )
+        if not self.identity:
+            logger.info(
+                "%s: dict.txt is not in SentencePiece id order (e.g. made by fairseq-preprocess): "
+                "pieces are looked up in it, as fairseq-preprocess --srcdict does; %d of the "
+                "model's %d pieces are not in it (they become <unk>), %d of its %d symbols are "
+                "no piece", names, self.missing_pieces, len(normal), self.extra_symbols,
+                len(dictionary) - dictionary.nspecial,
+            )
+
+    def encode(self, lines: Sequence[str], num_threads: int = 1) -> List[np.ndarray]:
+        """The fairseq ids of each line (int64 arrays ``[pieces]``, no ``</s>``).
+
+        Args:
+            lines: text, one entry per line (SentencePiece encodes each as a whole).
+            num_threads: SentencePiece's encoding threads.
+        """
+        lines = list(lines)
+        ids = self.model.encode(lines, out_type=int, num_threads=num_threads)
+        if self.identity or not ids:
+            return [np.asarray(i, dtype=np.int64) for i in ids]
+        ends = np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=ends[-1])
+        encoded = np.split(self.lookup[flat], ends[:-1])
+        text_lines = np.unique(np.searchsorted(
+            ends, np.flatnonzero(self._text_dependent[flat]), side="right"))
+        if len(text_lines):
+            pieces = self.model.encode([lines[i] for i in text_lines], out_type=str,
+                                       num_threads=num_threads)
+            for i, line_pieces in zip(text_lines, pieces):
+                encoded[i] = self._text_route(ids[i], encoded[i], line_pieces)
+        return encoded
+
+    def _text_route(self, ids: List[int], looked_up: np.ndarray, pieces: List[str]) -> np.ndarray:
+        """fairseq's ids of a line of SentencePiece ``ids`` whose ``pieces`` (their text, as
+        ``encode(out_type=str)`` gives it) include text-dependent ones: ``looked_up`` with
+        each of those replaced by the ids of its whitespace-separated parts (what
+        ``Dictionary.encode_line`` makes of the pieces joined by spaces)."""
+        if len(pieces) != len(ids):  # not one piece per id: fairseq's route on the whole line
+            return self.dictionary.encode_line(
+                " ".join(pieces), add_if_not_exist=False, append_eos=False
+            ).numpy().astype(np.int64)
+        indices, unk = self.dictionary.indices, self.dictionary.unk()
+        flagged = np.flatnonzero(self._text_dependent[np.asarray(ids)])
+        segments, start = [], 0
+        for j in flagged:
+            parts = [indices.get(part, unk) for part in pieces[j].split()]
+            segments += [looked_up[start:j], np.array(parts, dtype=np.int64)]
+            start = j + 1
+        segments.append(looked_up[start:])
+        return np.concatenate(segments)

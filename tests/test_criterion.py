@@ -78,6 +78,7 @@ def test_update_gradient_is_mean_mlm_plus_weighted_mean_tc(synthetic_databin, up
     for b in batches:
         _, size, _ = task.train_step(b, model, criterion, _Backward, update_num=0)
         sample_size += int(size)
+    assert not any(b["taco"].training for b in batches)  # train_step trained on copies
     fairseq_grad = [p.grad / sample_size for p in model.parameters()]
 
     # the objective, written out

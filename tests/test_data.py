@@ -202,6 +202,16 @@ def test_collated_positions_hold_the_sampler_invariants(
         assert taco.available_negatives == (int(available.min()) if len(anchor) else 0)
 
 
+def test_a_training_step_carries_the_all_worker_totals_and_only_it_does():
+    positions = dict(anchor=torch.tensor([0]), positive=torch.tensor([1]),
+                     negative=torch.tensor([[2]]), skipped=False, available_negatives=1)
+    step = TacoBatch(**positions, training=True, all_worker_totals=torch.ones(2))
+    assert step.training and step.to(torch.device("meta")).all_worker_totals.is_meta
+    for wrong in ({"training": True}, {"all_worker_totals": torch.ones(2)}):
+        with pytest.raises(ValueError, match="training step's positions carry"):
+            TacoBatch(**positions, **wrong)
+
+
 def test_positions_move_to_a_device_as_one_record():
     taco = TacoBatch(torch.tensor([0]), torch.tensor([1]), negative=torch.tensor([[2]]),
                      skipped=False, available_negatives=1)

@@ -1,6 +1,7 @@
 """``batch["taco"]``: the TC positions of one batch (int64 flat indices ``row * seq_len +
-column``), written by the collater, completed by ``train_step`` and read (and moved to the
-GPU) by the criterion only."""
+column``), made by the collater; ``train_step`` hands the criterion a completed copy (a training
+step, with the update's totals over all workers); read (and moved to the GPU) by the criterion
+only. Frozen: each step makes a new record."""
 
 import dataclasses
 from dataclasses import dataclass, field
@@ -10,15 +11,27 @@ import torch
 from torch import Tensor
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Positions:
-    """Fields of both variants: ``anchor`` and ``positive`` (``[anchors]``), and
-    ``update_totals``: ``[2]`` float64, the masked tokens and anchors of the whole update over
-    all workers (set by ``train_step``; None in validation: the batch's own counts are used)."""
+    """Fields of both variants: ``anchor`` and ``positive`` (``[anchors]``); ``training``, True
+    in a training step (``train_step``; False as the collater makes it, and in validation), and
+    ``all_worker_totals``, then ``[2]`` float64: the masked tokens and anchors of the whole
+    update summed over all data-parallel workers (None otherwise: the batch's own counts are
+    used).
+
+    Raises:
+        ValueError: ``all_worker_totals`` given without ``training``, or the other way round.
+    """
 
     anchor: Tensor
     positive: Tensor
-    update_totals: Optional[Tensor] = field(default=None, kw_only=True)
+    training: bool = field(default=False, kw_only=True)
+    all_worker_totals: Optional[Tensor] = field(default=None, kw_only=True)
+
+    def __post_init__(self):
+        if self.training != (self.all_worker_totals is not None):
+            raise ValueError("a training step's positions carry the update's all-worker totals, "
+                             "other positions none")
 
     def to(self, device: torch.device):
         """A copy with every tensor on ``device``."""
@@ -27,7 +40,7 @@ class _Positions:
             if torch.is_tensor(getattr(self, f.name))})
 
 
-@dataclass
+@dataclass(frozen=True)
 class TacoBatch(_Positions):
     """:class:`~taco_fairseq.sampling.ContrastivePositions` as tensors, ``skipped`` (no
     negatives: all tokens lie in one sequence) and ``available_negatives`` (the fewest
@@ -38,7 +51,7 @@ class TacoBatch(_Positions):
     available_negatives: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class CrossWorkerTacoBatch(_Positions):
     """Positions whose negatives the criterion draws from all workers' candidates
     (:func:`taco_fairseq.distributed.complete_negatives`): the fields of

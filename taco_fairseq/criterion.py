@@ -2,6 +2,7 @@
 ``taco`` (``mlm`` + λ · the TC loss, TACO §3.2) and ``sentence_prediction_summable`` (fairseq's
 ``sentence_prediction`` whose GLUE metrics are merged over data-parallel workers)."""
 
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -23,6 +24,8 @@ from .diagnostics import ContextSimilarityConfig, ContextSimilarityLogger, last_
 from .distributed import complete_negatives
 from .errors import OptionError
 from .loss import global_bias, info_nce
+
+logger = logging.getLogger(__name__)
 
 MLM_POSITIONS = ("masked", "all")
 TC_EMBEDDINGS = ("layer-output", "token", "original-token")
@@ -168,6 +171,52 @@ class TacoLosses(NamedTuple):
     logging_output: dict
 
 
+#: τ outside it makes the TC loss degenerate: 1/τ, the largest score cos/τ, must lie in
+#: [2, 100] (:func:`check_temperature`).
+TEMPERATURE_RANGE = (0.01, 0.5)
+
+
+def check_temperature(temperature: float, num_negatives: int) -> None:
+    """Check ``--tc-temperature`` τ; warn (once: the criterion is built once) outside
+    :data:`TEMPERATURE_RANGE`, where the TC loss is degenerate.
+
+    The scores are ``cos/τ`` in [−1/τ, 1/τ], and an anchor's loss (:func:`.loss.info_nce`) is
+    ``L = log(1 + Σ_k exp(s_k − s_pos))`` nats over K negatives:
+
+    * 1/τ < 2 (τ > 0.5): even perfectly aligned vectors (positive cosine 1, every negative −1)
+      leave ``L ≥ log(1 + K·exp(−2/τ))``: at 1/τ = 2 and K = 50, 0.94 bits, the positive's
+      probability at most 0.52; as 1/τ → 0, L tends to the chance level log(K + 1) whatever
+      the vectors, and its gradient through each cosine, (p − y)/τ, to 0: TC is in effect off.
+    * 1/τ > 100 (τ < 0.01): a misranked anchor costs about (cos_neg − cos_pos)/τ nats, e.g. 50
+      for a cosine gap of 0.5, with a gradient of 1/τ per cosine, which swamps the MLM loss
+      (a few nats per token); CLIP (Radford et al., 2021, §2.5) caps its learned 1/τ at 100
+      to keep training stable.
+
+    The paper's τ = 0.07 gives 1/τ ≈ 14.
+
+    Raises:
+        OptionError: τ not > 0 (also NaN).
+    """
+    if not temperature > 0:
+        raise OptionError(f"--tc-temperature (τ) must be > 0 (0.07 in the paper), got "
+                          f"{temperature}")
+    low, high = TEMPERATURE_RANGE
+    if temperature > high:
+        floor = math.log2(1 + num_negatives * math.exp(-2 / temperature))
+        logger.warning(
+            f"--tc-temperature {temperature:g}: above {high:g}, the scores cos/τ lie within "
+            f"±{1 / temperature:.3g}, so the TC loss stays between {floor:.3f} bits (perfectly "
+            f"aligned vectors) and {math.log2(num_negatives + 1):.3f} bits (chance, log2(K+1)) "
+            "and its gradient is at most 1/τ: TC is in effect off. Use a τ in "
+            f"[{low:g}, {high:g}] (0.07 in the paper)")
+    elif temperature < low:
+        logger.warning(
+            f"--tc-temperature {temperature:g}: below {low:g}, the scores cos/τ reach "
+            f"±{1 / temperature:.3g}, so a misranked anchor costs up to {2 / temperature:.3g} "
+            "nats with a gradient of order 1/τ, which swamps the MLM loss. Use a τ in "
+            f"[{low:g}, {high:g}] (0.07 in the paper)")
+
+
 @register_criterion("taco", dataclass=TacoConfig)
 class TacoLoss(MlmLoss):
     """TACO (§3.2): ``mlm`` plus λ times the TC loss, on ``taco_masked_lm``'s batches.
@@ -175,7 +224,8 @@ class TacoLoss(MlmLoss):
     An update minimizes mean MLM loss over its M masked tokens + λ · mean InfoNCE over its A
     anchors (the official code's mean). fairseq divides by the summed sample size (masked
     tokens), so a batch returns ``Σ CE + λ · Σ InfoNCE · max(M, 1) / max(A, 1)``, M and A over
-    the whole update and all workers (``update_totals``; in validation the batch's own).
+    the whole update and all workers (in a training step, from ``train_step``:
+    ``TacoBatch.all_worker_totals``; otherwise the batch's own).
 
     Logged: ``mlm``'s metrics, ``loss`` = mlm_loss + λ · tc_loss (bits), ``tc_loss`` (bits per
     anchor), ``tc_accuracy`` (share of anchors whose positive outscores all K negatives),
@@ -186,14 +236,12 @@ class TacoLoss(MlmLoss):
         super().__init__(cfg, task)
         if not cfg.tc_weight >= 0:  # also rejects NaN
             raise OptionError(f"--tc-weight (λ) must be >= 0, got {cfg.tc_weight}")
-        if not cfg.tc_temperature > 0:
-            raise OptionError(f"--tc-temperature (τ) must be > 0 (0.07 in the paper), got "
-                              f"{cfg.tc_temperature}")
         task_cfg = getattr(task, "cfg", None)
         if not hasattr(task_cfg, "tc_negatives"):
             raise OptionError(
                 f"--criterion taco needs --task taco_masked_lm (it draws the TC positions), got "
                 f"--task {getattr(task_cfg, '_name', type(task).__name__)}")
+        check_temperature(cfg.tc_temperature, task_cfg.tc_negatives)
         if task_cfg.tc_cross_worker_negatives and not cfg.tc_detach_keys:
             raise OptionError(
                 "--tc-cross-worker-negatives needs tc_detach_keys true (the default; drop "
@@ -206,8 +254,10 @@ class TacoLoss(MlmLoss):
     def forward(self, model, sample, reduce=True):
         """``(loss, sample_size, logging_output)`` as fairseq's criteria (see the class doc)."""
         losses = self.compute_losses(model, sample)
-        totals = sample["taco"].update_totals
-        if totals is None:
+        taco = sample["taco"]
+        if taco.training:
+            totals = taco.all_worker_totals
+        else:
             totals = torch.tensor([float(losses.sample_size), float(losses.num_anchors)])
         masked_total, anchor_total = totals.to(losses.tc_loss.device, torch.float32).unbind()
         tc_scale = masked_total.clamp(min=1) / anchor_total.clamp(min=1)
@@ -247,10 +297,11 @@ class TacoLoss(MlmLoss):
         taco = taco.to(mlm.loss.device)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.tc_weight > 0):
             # [batch, seq_len, hidden], a transposed view info_nce reads without a copy
-            vectors = self.global_bias(model, sample, mlm.hidden, mlm.inner_states)
+            vectors = global_bias(mlm.hidden, self.static_embedding(
+                model, sample, mlm.inner_states)).transpose(0, 1)
             if cross_worker:
                 vectors, anchor, positive, negative, dropped = complete_negatives(
-                    vectors.flatten(0, 1), taco, across_workers=taco.update_totals is not None)
+                    vectors.flatten(0, 1), taco, across_workers=taco.training)
                 no_tc = no_tc._replace(skipped=int(dropped > 0))
             else:
                 anchor, positive, negative = taco.anchor, taco.positive, taco.negative
@@ -261,19 +312,17 @@ class TacoLoss(MlmLoss):
         return no_tc._replace(tc_loss=tc.loss.sum(), tc_correct=tc.correct.sum(),
                               num_anchors=len(anchor))
 
-    def global_bias(self, model, sample, hidden, inner_states) -> Tensor:
-        """g = h − e for every position: ``[batch, seq_len, hidden]`` float32 (TACO §3.1), from
-        the final states ``hidden`` and the encoder's ``inner_states`` (both ``[seq_len, batch,
-        hidden]``); e by ``--tc-embedding``, ``layer-output`` being ``inner_states[0]``."""
+    def static_embedding(self, model, sample, inner_states) -> Tensor:
+        """e of the global bias g = h − e (TACO §3.1) for every position, by ``--tc-embedding``:
+        ``[seq_len, batch, hidden]`` as the encoder's ``inner_states``, of which ``layer-output``
+        is the first."""
         if self.tc_embedding == "layer-output":
-            embedding = inner_states[0]  # [seq_len, batch, hidden], as the hidden states
-        else:
-            tokens = sample["net_input"]["src_tokens"]
-            if self.tc_embedding == "original-token":
-                target = sample["target"]
-                tokens = torch.where(target.ne(self.padding_idx), target, tokens)
-            embedding = model.encoder.sentence_encoder.embed_tokens(tokens).transpose(0, 1)
-        return global_bias(hidden, embedding).transpose(0, 1)
+            return inner_states[0]
+        tokens = sample["net_input"]["src_tokens"]
+        if self.tc_embedding == "original-token":
+            target = sample["target"]
+            tokens = torch.where(target.ne(self.padding_idx), target, tokens)
+        return model.encoder.sentence_encoder.embed_tokens(tokens).transpose(0, 1)
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
@@ -282,10 +331,9 @@ class TacoLoss(MlmLoss):
         anchors = _total(logging_outputs, "tc_anchors")
         metrics.log_scalar("tc_loss", _bits(logging_outputs, "tc_loss", anchors), anchors, round=3)
         metrics.log_scalar("_tc_correct", _total(logging_outputs, "tc_correct"))
-        metrics.log_scalar("_tc_anchors", anchors)
         metrics.log_derived("tc_accuracy", lambda meters: safe_round(
-            meters["_tc_correct"].sum / meters["_tc_anchors"].sum, 4)
-            if meters["_tc_anchors"].sum > 0 else float("nan"))
+            meters["_tc_correct"].sum / meters["tc_anchors"].sum, 4)
+            if meters["tc_anchors"].sum > 0 else float("nan"))
         metrics.log_scalar("tc_anchors", anchors, round=0)
         metrics.log_scalar("tc_skipped", _total(logging_outputs, "tc_skipped"), round=2)
 

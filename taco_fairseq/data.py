@@ -1,10 +1,11 @@
 """The data side of ``taco_masked_lm``: TC positions drawn at collate time, and each update's
-masked-token and anchor totals, read ahead and written into its batches because the criterion
-needs them before the update's first backward pass.
+masked-token and anchor totals (:class:`UpdateTotals`), read ahead and attached to its batches
+because the criterion needs them before the update's first backward pass.
 """
 
 import itertools
-from typing import Callable, Dict, Iterable, List
+from dataclasses import dataclass
+from typing import Iterable, List
 
 import numpy as np
 import torch
@@ -14,8 +15,6 @@ from .batch import CrossWorkerTacoBatch, TacoBatch
 from .sampling import sample_contrastive_positions, sample_cross_worker_positions
 
 TC_POSITIONS = ("all", "masked", "unmasked")
-
-Counts = Callable[[dict], Dict[str, int]]
 
 
 class ContrastiveSamplingDataset(BaseWrapperDataset):
@@ -82,15 +81,36 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
         return batch
 
 
-class UpdateTotalsIterator:
-    """Iterate over ``batches`` (a fairseq ``CountingIterator``; empty placeholder batches
-    count zero) adding ``batch["update_totals"]``: the key-wise sum of ``counts(batch)`` over
-    the ``update_freq`` consecutive batches of the batch's update, read ahead."""
+@dataclass(frozen=True)
+class UpdateTotals:
+    """This worker's part of one update, which :class:`UpdateTotalsIterator` attaches to each of
+    the update's batches as ``batch["update_totals"]`` (``task.train_step`` sums it over the
+    workers, once per update, for the criterion).
 
-    def __init__(self, batches: iterators.CountingIterator, update_freq: int, counts: Counts):
+    Attributes:
+        masked_tokens, anchors: the masked tokens (``target`` not padding) and TC anchors of the
+            update's batches on this worker (fairseq's padding batches count 0).
+        index: the batch's place in the update; 0 opens it.
+        batches: the update's batches on this worker, padding batches included
+            (``--update-freq``; fewer in an epoch's last update).
+    """
+
+    masked_tokens: int
+    anchors: int
+    index: int
+    batches: int
+
+
+class UpdateTotalsIterator:
+    """Iterate over ``batches`` (a fairseq ``CountingIterator``), reading the ``update_freq``
+    consecutive batches of each update ahead (the groups of fairseq's ``GroupedIterator``), and
+    yield each as a new dict with ``update_totals``: its :class:`UpdateTotals`. fairseq's empty
+    placeholder batches (an exhausted shard) are yielded as they are."""
+
+    def __init__(self, batches: iterators.CountingIterator, update_freq: int, pad_idx: int):
         self._batches = batches
         self._update_freq = update_freq
-        self._counts = counts
+        self._pad_idx = pad_idx
         self._ready: List[dict] = []
 
     def __iter__(self):
@@ -101,12 +121,12 @@ class UpdateTotalsIterator:
             group = list(itertools.islice(self._batches, self._update_freq))
             if not group:
                 raise StopIteration
-            per_batch = [self._counts(batch) for batch in group if len(batch) > 0]
-            totals = {key: sum(c[key] for c in per_batch) for key in (per_batch or [{}])[0]}
-            for batch in group:
-                if len(batch) > 0:
-                    batch["update_totals"] = totals
-            self._ready = group
+            real = [batch for batch in group if len(batch) > 0]
+            masked = sum(int(batch["target"].ne(self._pad_idx).sum()) for batch in real)
+            anchors = sum(len(batch["taco"].anchor) for batch in real)
+            self._ready = [
+                {**batch, "update_totals": UpdateTotals(masked, anchors, index, len(group))}
+                if len(batch) > 0 else batch for index, batch in enumerate(group)]
         return self._ready.pop(0)
 
     def take(self, n: int):
@@ -115,16 +135,17 @@ class UpdateTotalsIterator:
 
 
 class UpdateTotalsEpochIterator:
-    """Wraps a fairseq ``EpochBatchIterator`` so that its batches carry update totals
-    (:class:`UpdateTotalsIterator`; epoch e uses entry e-1 of the ``--update-freq`` list, the
-    last beyond its length, as fairseq's ``train.py``). The rest is delegated, so the checkpoint
-    state is the wrapped one's: mid-epoch checkpoints fall on update boundaries, where both
-    have read as far."""
+    """Wraps a fairseq ``EpochBatchIterator`` so that its batches carry their
+    :class:`UpdateTotals` (:class:`UpdateTotalsIterator`; epoch e uses entry e-1 of the
+    ``--update-freq`` list, the last beyond its length, as fairseq's ``train.py``; ``pad_idx``
+    marks the targets of unmasked tokens). The rest is delegated, so the checkpoint state is
+    the wrapped one's: mid-epoch checkpoints fall on update boundaries, where both have read as
+    far."""
 
-    def __init__(self, epoch_itr, update_freq: List[int], counts: Counts):
+    def __init__(self, epoch_itr, update_freq: List[int], pad_idx: int):
         self._epoch_itr = epoch_itr
         self._update_freq = list(update_freq)
-        self._counts = counts
+        self._pad_idx = pad_idx
 
     def __getattr__(self, name):
         return getattr(self._epoch_itr, name)
@@ -137,4 +158,4 @@ class UpdateTotalsEpochIterator:
         epoch = self._epoch_itr.epoch
         update_freq = self._update_freq[min(epoch, len(self._update_freq)) - 1]
         return iterators.CountingIterator(
-            UpdateTotalsIterator(itr, update_freq, self._counts), start=itr.n, total=itr.total)
+            UpdateTotalsIterator(itr, update_freq, self._pad_idx), start=itr.n, total=itr.total)

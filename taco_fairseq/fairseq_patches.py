@@ -13,12 +13,16 @@
   ("terminate called without an active exception", status 134).
 * The warning torch gives each update for the ``torch.cuda.amp.autocast`` of fairseq's
   ``FairseqTask.train_step`` is silenced.
+* ``Trainer`` first checks the precision options (:func:`check_precision`), for every task:
+  without it, ``--fp16`` on a machine without CUDA and ``--bf16`` without torch_xla end in a
+  traceback from deep inside the trainer.
 """
 
 import atexit
 import collections
 import contextlib
 import functools
+import importlib.util
 import logging
 import queue
 import threading
@@ -34,6 +38,8 @@ from fairseq.data import iterators, language_pair_dataset, token_block_dataset
 from fairseq.distributed import utils as distributed_utils
 from omegaconf import AnyNode, DictConfig, ListConfig
 from omegaconf.base import ContainerMetadata, Metadata
+
+from .errors import OptionError
 
 #: What ``broadcast_object`` pickles of a checkpoint loaded by fairseq's
 #: ``load_checkpoint_to_cpu`` beyond :data:`taco_fairseq.checkpoints.SAFE_GLOBALS`: its ``cfg``,
@@ -70,8 +76,26 @@ def _stop_read_ahead(timeout: float = 60.0) -> None:
                     f"{timeout:g} s; the process may abort at exit (status 134)")
 
 
+def check_precision(common_cfg) -> None:
+    """Check fairseq's precision options (``cfg.common``) against the machine.
+
+    Raises:
+        OptionError: ``--fp16`` without a CUDA GPU (fairseq: torch's "Torch not compiled with
+            CUDA enabled" when it builds the optimizer), or ``--bf16`` without torch_xla
+            (fairseq: "'NoneType' object has no attribute 'xla_device'" in ``Trainer``).
+    """
+    if common_cfg.fp16 and not torch.cuda.is_available():
+        raise OptionError("--fp16 needs a CUDA GPU (fairseq's FP16Optimizer); on the CPU leave "
+                          "it out and train in float32")
+    if common_cfg.bf16 and importlib.util.find_spec("torch_xla") is None:
+        raise OptionError("--bf16 means TPU training in fairseq (it implies --tpu) and needs "
+                          "torch_xla; on GPUs use --fp16 or --amp, on the CPU leave it out")
+
+
 def apply() -> None:
     """Apply the fixes (idempotent)."""
+    from fairseq.trainer import Trainer
+
     from .checkpoints import restore_config
 
     warnings.filterwarnings("ignore", category=FutureWarning,
@@ -98,15 +122,24 @@ def apply() -> None:
         return original(restore_config(cfg, trainer.task, trainer.get_model()), trainer,
                         **passthrough_args)
 
+    def trainer_init(original, self, cfg, *args, **kwargs):
+        check_precision(cfg.common)
+        original(self, cfg, *args, **kwargs)
+
     _wrap_once(distributed_utils, "_broadcast_object_slow", broadcast_object_slow)
     _wrap_once(distributed_utils, "all_gather_list", all_gather_list)
     _wrap_once(checkpoint_utils, "load_checkpoint", load_checkpoint)
+    _wrap_once(Trainer, "__init__", trainer_init)
 
 
-def _wrap_once(module, name: str, wrapper) -> None:
-    """Replace ``module.name`` by ``wrapper(original, *args, **kwargs)``, unless done before."""
-    original = getattr(module, name)
+def _wrap_once(owner, name: str, wrapper) -> None:
+    """Replace ``owner.name`` (a module's function or a class's method) by a function calling
+    ``wrapper(original, *args, **kwargs)``, unless done before."""
+    original = getattr(owner, name)
     if not getattr(original, "wrapped_by_taco_fairseq", False):
-        wrapped = functools.wraps(original)(functools.partial(wrapper, original))
+        @functools.wraps(original)
+        def wrapped(*args, **kwargs):
+            return wrapper(original, *args, **kwargs)
+
         wrapped.wrapped_by_taco_fairseq = True
-        setattr(module, name, wrapped)
+        setattr(owner, name, wrapped)

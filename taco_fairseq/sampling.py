@@ -67,17 +67,18 @@ def sample_contrastive_positions(candidate: np.ndarray, anchor_mask: np.ndarray,
     whose row has another candidate and some other row has one.
 
     Args:
-        window, num_negatives: W (odd, >= 3) and K (>= 1).
+        window, num_negatives: W (odd, >= 3) and K (>= 1), as the task's ``--tc-window`` and
+            ``--tc-negatives`` are checked (``task.validate_sampling_options``).
         rng: the generator to draw from (seeded per batch).
 
     Returns:
         empty arrays (``negative`` ``[0, K]``) when there are no anchors.
 
     Raises:
-        ValueError: on masks of different shapes, an even or too small window, or K < 1.
+        ValueError: on masks of different shapes.
     """
-    rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, window,
-                                                    num_negatives, rng, other_rows=True)
+    rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, window, rng,
+                                                    other_rows=True)
     row = anchor // rows.seq_len
     n_row = rows.length[row][:, None]
     draw = rng.integers(0, rows.size - n_row, size=(len(anchor), num_negatives))
@@ -91,8 +92,8 @@ def sample_cross_worker_positions(candidate: np.ndarray, anchor_mask: np.ndarray
     """Anchors and positives as :func:`sample_contrastive_positions` (same arguments and
     errors), except that no other row of this batch need have candidates (other workers' may),
     and K variates per anchor that the criterion maps to negatives of all workers."""
-    rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, window,
-                                                    num_negatives, rng, other_rows=False)
+    rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, window, rng,
+                                                    other_rows=False)
     row = anchor // rows.seq_len
     return CrossWorkerPositions(
         anchor, positive, rows.pool.astype(np.int64), rows.start[row].astype(np.int64),
@@ -112,16 +113,12 @@ class _RowPool:
         self.rank = np.cumsum(candidate, axis=1) - 1  # rank of a candidate within its row
 
 
-def _anchors_and_positives(candidate, anchor_mask, window, num_negatives, rng, other_rows):
+def _anchors_and_positives(candidate, anchor_mask, window, rng, other_rows):
     """The checked arguments' :class:`_RowPool`, the anchors (asked, candidate, in a row with
     another candidate and, with ``other_rows``, some candidate elsewhere) and a positive each."""
     if candidate.shape != anchor_mask.shape or candidate.ndim != 2:
         raise ValueError(f"candidate {candidate.shape} and anchor_mask {anchor_mask.shape} must "
                          "both be [batch, seq_len]")
-    if window < 3 or window % 2 == 0:
-        raise ValueError(f"window must be an odd integer >= 3, got {window}")
-    if num_negatives < 1:
-        raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
     rows = _RowPool(candidate)
     eligible_row = rows.length >= 2
     if other_rows:

@@ -1,9 +1,11 @@
 """Task ``taco_masked_lm``: fairseq's ``masked_lm`` plus TACO's contrastive sampling."""
 
 import argparse
-import importlib.util
+import dataclasses
 import logging
 import os
+import re
+import traceback
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -18,7 +20,8 @@ from omegaconf import II
 
 from .batch import CrossWorkerTacoBatch
 from .checkpoints import SENTENCEPIECE_MODEL
-from .data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotalsEpochIterator
+from .data import (TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals,
+                   UpdateTotalsEpochIterator)
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 
 logger = logging.getLogger(__name__)
@@ -43,13 +46,11 @@ class TacoMaskedLMConfig(MaskedLMConfig):
     update_freq: List[int] = II("optimization.update_freq")
     batch_size: Optional[int] = II("dataset.batch_size")
     save_dir: str = II("checkpoint.save_dir")
-    fp16: bool = II("common.fp16")
-    bf16: bool = II("common.bf16")
-    amp: bool = II("common.amp")
 
 
 def validate_sampling_options(cfg) -> None:
-    """Check the TC sampling and masking options; warn where the TC loss gets (almost) no data.
+    """Check the TC sampling options; warn where the TC loss gets (almost) no data. (fairseq
+    checks its masking options when the data is loaded: :func:`masking_option_error`.)
 
     Raises:
         OptionError: naming the option, its value and what is allowed.
@@ -60,20 +61,6 @@ def validate_sampling_options(cfg) -> None:
     if cfg.tc_negatives < 1:
         raise OptionError(f"--tc-negatives must be >= 1 (K negatives per anchor, 50 in the "
                           f"paper), got {cfg.tc_negatives}")
-    if not 0.0 < cfg.mask_prob < 1.0:
-        raise OptionError(
-            f"--mask-prob must be in the open interval (0, 1), got {cfg.mask_prob}: fairseq's "
-            "masking needs some masked and some unmasked tokens (0.15 in the paper)")
-    for name in ("leave_unmasked_prob", "random_token_prob"):
-        if not 0.0 <= getattr(cfg, name) <= 1.0:
-            raise OptionError(
-                f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(cfg, name)}")
-    if cfg.leave_unmasked_prob + cfg.random_token_prob > 1.0:
-        raise OptionError("--leave-unmasked-prob plus --random-token-prob must be <= 1, got "
-                          f"{cfg.leave_unmasked_prob} + {cfg.random_token_prob}")
-    if cfg.mask_multiple_length < 1 or cfg.mask_stdev < 0:
-        raise OptionError(f"--mask-multiple-length must be >= 1 and --mask-stdev >= 0, got "
-                          f"{cfg.mask_multiple_length} and {cfg.mask_stdev}")
     if cfg.batch_size == 1 and not cfg.tc_cross_worker_negatives:
         logger.warning(
             "--batch-size 1: a batch of one sequence has no negatives, so the TC loss is "
@@ -86,12 +73,28 @@ def validate_sampling_options(cfg) -> None:
             "the rest of the sequence")
 
 
+def masking_option_error(error: AssertionError, cfg) -> Optional[OptionError]:
+    """The one-line error for a failed assertion of fairseq's ``MaskTokensDataset``, which
+    checks the masking options (``--mask-prob`` …) when the data is loaded and fails with a
+    bare ``AssertionError``: the options its condition names, their values and the condition,
+    read from fairseq's source. None for any other assertion."""
+    frame = traceback.extract_tb(error.__traceback__)[-1]
+    if frame.name != "__init__" or not frame.filename.endswith(
+            os.path.join("fairseq", "data", "mask_tokens_dataset.py")):
+        return None
+    condition = (frame.line or "").removeprefix("assert").strip() or "valid masking options"
+    names = [name for name in re.findall(r"[a-z_]+", condition) if hasattr(cfg, name)]
+    given = ", ".join(f"--{name.replace('_', '-')} {getattr(cfg, name)}" for name in names)
+    return OptionError(f"{given or 'masking options'}: fairseq's masked LM needs {condition}")
+
+
 def validate_training_setup(cfg, model_cfg, model) -> None:
-    """Check the model and the precision options of a training run.
+    """Check the model of a training run (fairseq's precision options are checked for every
+    task: ``fairseq_patches.check_precision``).
 
     Raises:
-        OptionError: a model other than ``RobertaModel``, ``--tokens-per-sample`` above its
-            ``--max-positions``, ``--fp16`` without CUDA or ``--bf16`` without torch_xla (TPU).
+        OptionError: a model other than ``RobertaModel``, or ``--tokens-per-sample`` above its
+            ``--max-positions``.
     """
     if not isinstance(model, RobertaModel):
         arch = getattr(model_cfg, "arch", None) or getattr(model_cfg, "_name", None)
@@ -103,28 +106,20 @@ def validate_training_setup(cfg, model_cfg, model) -> None:
             f"--tokens-per-sample {cfg.tokens_per_sample} exceeds the model's --max-positions "
             f"{model.max_positions()}: every longer block would be dropped. Lower "
             "--tokens-per-sample or raise --max-positions")
-    if cfg.fp16 and not torch.cuda.is_available():
-        raise OptionError("--fp16 needs a CUDA GPU (fairseq's FP16Optimizer); on the CPU leave "
-                          "it out and train in float32")
-    if cfg.bf16 and importlib.util.find_spec("torch_xla") is None:
-        raise OptionError("--bf16 means TPU training in fairseq (it implies --tpu) and needs "
-                          "torch_xla; on GPUs use --fp16 or --amp, on the CPU leave it out")
-    if cfg.amp and not torch.cuda.is_available():
-        logger.warning("--amp without a GPU: fairseq autocasts CUDA operations only, so this "
-                       "run trains in float32")
 
 
 @register_task("taco_masked_lm", dataclass=TacoMaskedLMConfig)
 class TacoMaskedLMTask(MaskedLMTask):
-    """``masked_lm`` whose batches also carry TACO's positions (``batch["taco"]``) and, in
-    training, the masked tokens and anchors of their whole update."""
+    """``masked_lm`` whose batches also carry TACO's positions (``batch["taco"]``) and their
+    update's totals (``batch["update_totals"]``), which ``train_step`` sums over workers."""
 
     cfg: TacoMaskedLMConfig
 
     def __init__(self, cfg: TacoMaskedLMConfig, dictionary=None):
         validate_sampling_options(cfg)
         super().__init__(cfg, dictionary)
-        self._update_totals = None  # all-worker totals of the batch group being trained
+        self._open_totals = None  # [2]: the open update's totals over all workers
+        self._calls_left = 0  # batches of the open update still to come on this worker
         self._warned_few_negatives = False
         self.sentencepiece_model = os.path.join(utils.split_paths(cfg.data)[0],
                                                 SENTENCEPIECE_MODEL)
@@ -166,7 +161,18 @@ class TacoMaskedLMTask(MaskedLMTask):
         return super().load_dict(cfg)
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        """fairseq's masked-LM dataset of ``split``, wrapped to draw the TC positions.
+
+        Raises:
+            OptionError: a masking option fairseq's masking refuses (:func:`masking_option_error`).
+        """
+        try:
+            super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        except AssertionError as error:
+            option_error = masking_option_error(error, self.cfg)
+            if option_error is None:
+                raise
+            raise option_error from error
         special = (self.dictionary.bos(), self.dictionary.eos())
         self.datasets[split] = ContrastiveSamplingDataset(
             self.datasets[split], pad_idx=self.dictionary.pad(),
@@ -189,45 +195,62 @@ class TacoMaskedLMTask(MaskedLMTask):
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         epoch_itr = super().get_batch_iterator(dataset, *args, **kwargs)
-        return UpdateTotalsEpochIterator(epoch_itr, self.cfg.update_freq, self._batch_counts)
-
-    def _batch_counts(self, batch):
-        return {"masked_tokens": int(batch["target"].ne(self.dictionary.pad()).sum()),
-                "anchors": len(batch["taco"].anchor)}
+        return UpdateTotalsEpochIterator(epoch_itr, self.cfg.update_freq, self.dictionary.pad())
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        """Set ``sample["taco"].update_totals`` (the masked tokens and anchors of the whole
-        update, summed over all data-parallel workers) and, for a cross-worker batch,
-        ``dummy`` (fairseq's padding batch: ``ignore_grad``), then train."""
+        """Train on a copy of ``sample`` whose positions are those of a training step:
+        ``training``, the update's totals summed over all data-parallel workers
+        (:meth:`_all_worker_totals`) and, for a cross-worker batch, ``dummy`` (fairseq's padding
+        batch: ``ignore_grad``).
+
+        Raises:
+            KeyError: a batch that is not fairseq's padding batch lacks ``update_totals`` (it
+                did not come from :meth:`get_batch_iterator`).
+        """
         taco = sample["taco"]
-        taco.update_totals = self._all_worker_totals(sample, model, ignore_grad)
-        if isinstance(taco, CrossWorkerTacoBatch):
-            taco.dummy = bool(ignore_grad)
-        elif 0 < taco.available_negatives < self.cfg.tc_negatives and not (
-                self._warned_few_negatives):
+        totals = self._all_worker_totals(None if ignore_grad else sample["update_totals"],
+                                         next(model.parameters()).device)
+        cross_worker = isinstance(taco, CrossWorkerTacoBatch)
+        dummy = {"dummy": bool(ignore_grad)} if cross_worker else {}
+        step = {**sample, "taco": dataclasses.replace(taco, training=True,
+                                                      all_worker_totals=totals, **dummy)}
+        if (not cross_worker and 0 < taco.available_negatives < self.cfg.tc_negatives
+                and not self._warned_few_negatives):
             logger.warning(
                 f"--tc-negatives {self.cfg.tc_negatives} exceeds the {taco.available_negatives} "
                 "tokens of the other sequences of a batch: such anchors draw repeated negatives "
                 "(sampling is with replacement). Lower --tc-negatives or use larger batches. "
                 "(Shown once.)")
             self._warned_few_negatives = True
-        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        return super().train_step(step, model, criterion, optimizer, update_num, ignore_grad)
 
-    def _all_worker_totals(self, sample, model, ignore_grad):
-        """``[2]`` float64: the masked tokens and anchors of the update being trained, summed
-        over all workers, all-reduced once at its first batch, the one after ``zero_grad()``
-        set the gradients to None (on every worker alike, also after a skipped update)."""
-        if self._update_totals is not None and any(
-                p.grad is not None for p in model.parameters()):
-            return self._update_totals  # later batches of the group (or dummy batches)
-        if ignore_grad:  # a dummy batch opens an update in which this worker has no data
-            local = {"masked_tokens": 0, "anchors": 0}
+    def _all_worker_totals(self, own: Optional[UpdateTotals], device) -> torch.Tensor:
+        """``[2]`` float64 on ``device``: the masked tokens and anchors of the update being
+        trained, summed over all workers by one all-reduce when the update opens, for its
+        batches on this worker: ``own`` (its :class:`~taco_fairseq.data.UpdateTotals`), or None
+        for fairseq's padding batch, which counts 0.
+
+        An update opens at the batch of ``own.index`` 0, or at a padding batch that comes after
+        the open update's last batch: fairseq pads a worker's shard with at most one empty
+        batch, at its end, so a padding batch that opens an update is alone in it. This holds
+        on every worker alike, so all all-reduce together: after an update fairseq skipped
+        (its batches are over; a retried one starts again at index 0), on a worker with only
+        padding in an update, and after resuming (checkpoints fall on update boundaries)."""
+        if own is not None:
+            opens = own.index == 0
         else:
-            local = sample.get("update_totals") or self._batch_counts(sample)
-        totals = torch.tensor([local["masked_tokens"], local["anchors"]], dtype=torch.float64,
-                              device=next(model.parameters()).device)
-        if distributed_utils.get_data_parallel_world_size() > 1:
-            totals = distributed_utils.all_reduce(
-                totals, group=distributed_utils.get_data_parallel_group())
-        self._update_totals = totals
-        return totals
+            opens = self._calls_left == 0
+        if opens:
+            local = (own.masked_tokens, own.anchors) if own is not None else (0, 0)
+            totals = torch.tensor(local, dtype=torch.float64, device=device)
+            if distributed_utils.get_data_parallel_world_size() > 1:
+                totals = distributed_utils.all_reduce(
+                    totals, group=distributed_utils.get_data_parallel_group())
+            self._open_totals = totals
+            self._calls_left = own.batches - 1 if own is not None else 0
+        elif self._open_totals is None:
+            raise RuntimeError(f"batch {own.index} of an update came first: train_step needs "
+                               "an update's batches in order, from its first one")
+        else:
+            self._calls_left = max(self._calls_left - 1, 0)
+        return self._open_totals

@@ -4,6 +4,7 @@ PORT``. Each job builds taco set-ups with ``conftest.fairseq_setup``; what the t
 saved to ``OUT/rank{RANK}.pt``. All jobs share one launch (start-up is most of the cost).
 """
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -101,9 +102,9 @@ def cross_worker(databin, rank, world_size):
     steps = []
     for dummy in (False, rank == 1):
         model.zero_grad()
-        sample["taco"].update_totals = torch.ones(2)  # a training step: gather across ranks
-        sample["taco"].dummy = dummy
-        losses = criterion.compute_losses(model, sample)
+        step = {**sample, "taco": dataclasses.replace(  # a training step: gather across ranks
+            sample["taco"], training=True, all_worker_totals=torch.ones(2), dummy=dummy)}
+        losses = criterion.compute_losses(model, step)
         if losses.tc_loss.requires_grad:  # not when no anchor has negatives
             losses.tc_loss.backward()
         steps.append({

@@ -11,6 +11,7 @@ from fairseq import checkpoint_utils, modules
 from conftest import REPO, USER_DIR, fairseq_setup, first_batch, run_fairseq, train_args
 from taco_fairseq import hub
 from taco_fairseq.diagnostics import last_layer_states
+from taco_fairseq.loss import global_bias
 from taco_fairseq.models import TOKEN_EMBEDDING_KEY
 from taco_fairseq.analysis.training_log import parse_json_log
 
@@ -81,7 +82,8 @@ def test_untied_token_embedding_is_the_input_embedding(synthetic_databin):
     features, extra = model(tokens, features_only=True, return_all_hiddens=True)
     encoder = model.encoder
     inner = extra["inner_states"]
-    g = criterion.global_bias(model, batch, last_layer_states(model, inner), inner)
+    g = global_bias(last_layer_states(model, inner), criterion.static_embedding(
+        model, batch, inner)).transpose(0, 1)
     input_embedding = encoder.sentence_encoder.embed_tokens.weight[tokens]
     torch.testing.assert_close(g, features - input_embedding, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(g, features - encoder.lm_head.weight[tokens], atol=1e-3)

@@ -29,18 +29,22 @@ from taco_fairseq.checkpoints import DICTIONARY_KEY, SENTENCEPIECE_KEY
         (("--tc-temperature", "-0.07"), r"--tc-temperature \(τ\) must be > 0"),
         (("--tc-temperature", "nan"), r"--tc-temperature \(τ\) must be > 0"),
         (("--tc-weight", "nan"), r"--tc-weight \(λ\) must be >= 0"),
-        (("--mask-prob", "-0.1"), "--mask-prob must be in"),
-        (("--random-token-prob", "1.2"), "--random-token-prob must be in"),
-        (("--leave-unmasked-prob", "0.6", "--random-token-prob", "0.6"), "must be <= 1"),
-        # fairseq's masking asserts 0 < p < 1; p = 0 also left --tc-positions masked without
-        # anchors, p = 1 --tc-positions unmasked
-        (("--mask-prob", "0"), r"--mask-prob must be in the open interval \(0, 1\), got 0"),
-        (("--mask-prob", "1"), r"--mask-prob must be in the open interval \(0, 1\), got 1"),
-        (("--tc-positions", "masked", "--mask-prob", "0"), "--mask-prob must be in the open"),
-        (("--mask-multiple-length", "0"), "--mask-multiple-length must be >= 1"),
+        # fairseq's masking checks its options with bare assertions, named here; 0 < p < 1
+        # also keeps --tc-positions masked (unmasked) from going without anchors
+        (("--mask-prob", "-0.1"), r"^--mask-prob -0.1: fairseq's masked LM needs 0.0 < "
+         r"mask_prob < 1.0$"),
+        (("--random-token-prob", "1.2"), r"^--random-token-prob 1.2: fairseq's masked LM needs "
+         r"0.0 <= random_token_prob <= 1.0$"),
+        (("--leave-unmasked-prob", "0.6", "--random-token-prob", "0.6"),
+         r"^--random-token-prob 0.6, --leave-unmasked-prob 0.6: fairseq's masked LM needs "
+         r"random_token_prob \+ leave_unmasked_prob <= 1.0$"),
+        (("--mask-prob", "0"), r"^--mask-prob 0.0: fairseq's masked LM needs 0.0 < mask_prob"),
+        (("--mask-prob", "1"), r"^--mask-prob 1.0: fairseq's masked LM needs 0.0 < mask_prob"),
+        (("--tc-positions", "masked", "--mask-prob", "0"), "^--mask-prob 0.0: fairseq's"),
+        (("--mask-multiple-length", "0"), "^--mask-multiple-length 0: fairseq's masked LM "
+         "needs mask_multiple_length >= 1$"),
+        (("--mask-stdev", "nan"), "^--mask-stdev nan: fairseq's masked LM needs mask_stdev"),
         (("--max-positions", "32"), "--tokens-per-sample 64 exceeds the model's --max-positions"),
-        (("--fp16",), "--fp16 needs a CUDA GPU"),
-        (("--bf16",), "--bf16 means TPU training"),
         (("--task", "masked_lm"), "--criterion taco needs --task taco_masked_lm"),
         (("--arch", "bert_base", "--encoder-layers", "1", "--encoder-embed-dim", "16",
           "--encoder-ffn-embed-dim", "16", "--encoder-attention-heads", "2"),
@@ -57,13 +61,41 @@ def test_bad_options_fail_at_start(tiny_databin, options, message):
     [
         (("--batch-size", "1"), "--batch-size 1: a batch of one sequence has no negatives"),
         (("--tc-window", "201"), "--tc-window 201 reaches beyond --tokens-per-sample 64"),
-        (("--amp",), "--amp without a GPU"),
+        # τ: the TC loss pinned at log2(51) = 5.672 bits; or of order 1/τ nats
+        (("--tc-temperature", "100000"), "--tc-temperature 100000: above 0.5, the scores cos/τ "
+         "lie within ±1e-05, so the TC loss stays between 5.672 bits (perfectly aligned "
+         "vectors) and 5.672 bits (chance, log2(K+1))"),
+        (("--tc-temperature", "1e-05"), "--tc-temperature 1e-05: below 0.01, the scores cos/τ "
+         "reach ±1e+05, so a misranked anchor costs up to 2e+05 nats"),
     ],
 )
 def test_suspicious_options_are_logged(tiny_databin, caplog, options, message):
     with caplog.at_level(logging.WARNING):
         fairseq_setup(tiny_databin, *options)
     assert message in caplog.text
+    assert caplog.text.count(message) == 1  # once
+
+
+@pytest.mark.parametrize("temperature", ["0.07", "0.5", "0.01"])
+def test_temperatures_in_the_sane_range_are_not_warned(tiny_databin, caplog, temperature):
+    with caplog.at_level(logging.WARNING):
+        fairseq_setup(tiny_databin, "--tc-temperature", temperature)
+    assert "--tc-temperature" not in caplog.text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+@pytest.mark.parametrize("task", [(), ("--task", "masked_lm", "--criterion", "masked_lm")],
+                         ids=["taco", "masked_lm"])
+@pytest.mark.parametrize("option, message", [("--fp16", "--fp16 needs a CUDA GPU"),
+                                             ("--bf16", "--bf16 means TPU training")])
+def test_precision_the_machine_lacks_stops_fairseqs_trainer(tiny_databin, task, option,
+                                                              message):
+    """For every task (a fix of fairseq: its trainer fails deep inside without it)."""
+    from fairseq.trainer import Trainer
+
+    cfg, task, model, criterion = fairseq_setup(tiny_databin, *task, option)
+    with pytest.raises(ValueError, match=message):
+        Trainer(cfg, task, model, criterion)
 
 
 def test_more_negatives_than_tokens_are_drawn_with_replacement_and_warned_once(

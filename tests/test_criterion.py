@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from batches import FixedBatch, masked_lm_batches
 from conftest import REPO, first_batch, fairseq_setup
 from taco_fairseq.criterion import TC_EMBEDDINGS
-from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset
+from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals
 from taco_fairseq.diagnostics import last_layer_states
+from taco_fairseq.loss import global_bias
 
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
 
@@ -68,8 +69,8 @@ def test_update_gradient_is_mean_mlm_plus_weighted_mean_tc(synthetic_databin, up
     counts = [(int(b["target"].ne(task.dictionary.pad()).sum()), len(b["taco"].anchor))
               for b in batches]
     masked, anchors = map(sum, zip(*counts))
-    for b in batches:
-        assert b["update_totals"] == {"masked_tokens": masked, "anchors": anchors}
+    assert [b["update_totals"] for b in batches] == [
+        UpdateTotals(masked, anchors, index, update_freq) for index in range(update_freq)]
 
     # as fairseq's trainer: one update over the batches
     model.zero_grad()
@@ -77,6 +78,7 @@ def test_update_gradient_is_mean_mlm_plus_weighted_mean_tc(synthetic_databin, up
     for b in batches:
         _, size, _ = task.train_step(b, model, criterion, _Backward, update_num=0)
         sample_size += int(size)
+    assert not any(b["taco"].training for b in batches)  # train_step trained on copies
     fairseq_grad = [p.grad / sample_size for p in model.parameters()]
 
     # the objective, written out
@@ -118,6 +120,16 @@ def test_logged_metrics(synthetic_databin):
     assert values["tc_anchors"] == anchors  # one reduce_metrics call: one update
     for log in logs:  # summable: numbers only
         assert all(isinstance(v, (int, float, torch.Tensor)) for v in log.values())
+
+
+def test_a_huge_temperature_pins_the_tc_loss_at_chance(synthetic_databin):
+    """What ``check_temperature`` warns about: at τ = 1e5 every anchor's TC loss is log(K + 1)
+    nats, chance, whatever the vectors."""
+    _, task, model, criterion = fairseq_setup(synthetic_databin, "--tc-temperature", "1e5")
+    losses = criterion.compute_losses(model, first_batch(task))
+    assert losses.num_anchors > 0
+    torch.testing.assert_close(losses.tc_loss / losses.num_anchors, torch.tensor(math.log(51)),
+                               rtol=0, atol=1e-4)
 
 
 def test_single_sequence_batch_skips_tc(synthetic_databin):
@@ -183,7 +195,8 @@ def test_global_bias_is_final_features_minus_embedding(synthetic_databin, arch_a
         x, _ = encoder.forward_embedding(tokens)
         expected_e = x * tokens.ne(task.dictionary.pad()).unsqueeze(-1)
     inner = extra["inner_states"]
-    g = criterion.global_bias(model, batch, last_layer_states(model, inner), inner)
+    g = global_bias(last_layer_states(model, inner), criterion.static_embedding(
+        model, batch, inner)).transpose(0, 1)
     torch.testing.assert_close(g, features - expected_e, rtol=1e-5, atol=1e-5)
 
 

@@ -121,8 +121,8 @@ def _merge(samples):
                       t.anchor_row_start + pool, t.anchor_row_length, t.negative_uniform))
         rows += s["net_input"]["src_tokens"].size(0)
         pool += len(t.candidates)
-    merged["taco"] = CrossWorkerTacoBatch(*map(torch.cat, zip(*parts)),
-                                          update_totals=torch.ones(2))
+    merged["taco"] = CrossWorkerTacoBatch(*map(torch.cat, zip(*parts)), training=True,
+                                          all_worker_totals=torch.ones(2))
     return merged
 
 
@@ -165,7 +165,8 @@ def test_dummy_batch_shares_no_keys(two_workers, synthetic_databin):
     """With rank 1 on fairseq's padding batch, rank 0 draws only from its own batch."""
     rank0 = two_workers[0]
     sample = {**rank0["sample"]}
-    sample["taco"] = dataclasses.replace(sample["taco"], update_totals=torch.ones(2), dummy=False)
+    sample["taco"] = dataclasses.replace(sample["taco"], training=True,
+                                         all_worker_totals=torch.ones(2), dummy=False)
     losses, _ = _reference(synthetic_databin, rank0["model"], sample)
     torch.testing.assert_close(rank0["steps"][1]["tc_loss"], losses.tc_loss, rtol=1e-5, atol=0)
     # and differs from the step whose negatives came from both workers

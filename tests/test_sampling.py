@@ -129,11 +129,13 @@ def test_same_generator_state_gives_same_samples():
     assert len(a.anchor) == 0 or not np.array_equal(a.negative, c.negative)
 
 
-@pytest.mark.parametrize("window, k", [(4, 5), (1, 5), (5, 0)])
-def test_bad_options_raise(window, k):
+@pytest.mark.parametrize("sample", [sample_contrastive_positions, sample_cross_worker_positions])
+def test_masks_of_other_shapes_raise(sample):
+    """(W and K are checked once, where the task declares --tc-window and --tc-negatives:
+    test_bad_input.py.)"""
     candidate = np.ones((2, 3), dtype=bool)
-    with pytest.raises(ValueError):
-        sample_contrastive_positions(candidate, candidate, window, k, np.random.default_rng())
+    with pytest.raises(ValueError, match=r"must both be \[batch, seq_len\]"):
+        sample(candidate, candidate[:, :2], 5, 3, np.random.default_rng())
 
 
 def test_outside_row_skips_the_block_on_numpy_and_torch():

@@ -11,6 +11,7 @@ from fairseq.data import Dictionary, data_utils
 
 from conftest import run_script
 from taco_fairseq.prep.corpus import read_document_lines
+from taco_fairseq.prep.documents import count_documents
 from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
 
 
@@ -210,6 +211,9 @@ def test_vocab_size_too_large_is_explained_and_cleaned_up(tiny_options):
         ({"valid": []}, ValueError, "either --valid files, --valid-fraction F or --valid-docs N"),
         ({"valid_docs": 1}, ValueError, "either --valid files, --valid-fraction F or --valid-docs N"),
         ({"valid": [], "valid_docs": 1}, ValueError, "cannot hold out 1 documents.*only 1"),
+        ({"valid": [], "valid_fraction": 0.5}, ValueError,
+         r"--valid-fraction 0.5 holds out at most \d+ bytes, less than the smallest of the 1 "),
+        ({"shards": 2}, ValueError, "--shards 2: the training split has only 1 documents"),
         ({"test": ["missing.txt"]}, FileNotFoundError, "input file not found: missing.txt"),
         ({"train": ["."]}, FileNotFoundError, r"input file is not a regular file: \.$"),
     ],
@@ -245,8 +249,11 @@ def test_the_validation_share_is_logged_and_a_large_one_from_valid_docs_is_warne
     with caplog.at_level("INFO", logger="taco_fairseq.prep.pretraining"):
         info = prepare_pretraining_data(options)
     text = options.destdir / "text"
-    held = (text / "valid.txt").stat().st_size + 1
-    share = held / (held + (text / "train.txt").stat().st_size + 1)
+    sizes = {  # document bytes: without the empty lines between documents
+        split: (text / f"{split}.txt").stat().st_size - count_documents(text / f"{split}.txt")[1]
+        + 1 for split in ("train", "valid")
+    }
+    share = sizes["valid"] / (sizes["valid"] + sizes["train"])
     record = next(r for r in caplog.records if "validation split:" in r.getMessage())
     assert f"({100 * share:.2f}%)" in record.getMessage()
     token_share = info["splits"]["valid"]["share_of_training_input_tokens"]

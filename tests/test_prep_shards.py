@@ -15,11 +15,11 @@ from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_da
 
 
 @pytest.fixture(scope="module")
-def sharded(tmp_path_factory, wikipedia_aa, alice):
-    """100 lines of Wikipedia articles and of a book, 10% held out, in 2 shards."""
+def sharded(tmp_path_factory, wikipedia_aa, alice, wikitext_test):
+    """100 lines of Wikipedia (one article) and of a book in 2 shards; WikiText validates."""
     destdir = tmp_path_factory.mktemp("sharded")
     info = prepare_pretraining_data(PrepareOptions(
-        destdir=destdir, train=[wikipedia_aa, alice], valid_fraction=0.1, shards=2,
+        destdir=destdir, train=[wikipedia_aa, alice], valid=[wikitext_test], shards=2,
         vocab_size=400, max_lines=100, workers=2, keep_text=True,
     ))
     return destdir, info
@@ -41,22 +41,20 @@ def test_layout_is_fairseqs_sharded_data(sharded):
         assert (shard0 / name).read_bytes() == (shard1 / name).read_bytes()
         assert not (destdir / name).exists()
     assert info["data"] == f"{shard0}:{shard1}"
+    assert info["splits"]["valid"]["lines"] == 100  # the --valid file, in shard0
     assert json.loads((destdir / "prep_info.json").read_text()) == info
 
 
-def test_every_document_is_in_exactly_one_split_or_shard(sharded, wikipedia_aa, alice):
+def test_every_training_document_is_in_exactly_one_shard(sharded, wikipedia_aa, alice):
     destdir, info = sharded
     text = destdir / "text"
     expected = "\n".join(read_document_lines(wikipedia_aa, max_lines=100)).split("\n\n")
     expected.append("\n".join(read_document_lines(alice, max_lines=100)))
     shards = [_documents(text / f"train.shard{i}.txt") for i in range(2)]
-    valid = _documents(text / "valid.txt")
-    assert sorted(shards[0] + shards[1] + valid) == sorted(expected)
-    assert all(shards) and valid
+    assert sorted(shards[0] + shards[1]) == sorted(expected)
+    assert all(shards)
     sizes = [sum(len(d.encode()) + 1 for d in docs) for docs in shards]
     assert abs(sizes[0] - sizes[1]) <= max(len(d.encode()) + 1 for d in expected)
-    held = sum(len(d.encode()) + 1 for d in valid) / sum(len(d.encode()) + 1 for d in expected)
-    assert 0 < held <= 0.1
     assert [(s["docs"], s["lines"]) for s in info["shards"]] == [
         count_documents(text / f"train.shard{i}.txt")[::-1] for i in range(2)]
 
@@ -85,7 +83,9 @@ def test_training_runs_over_both_shards_and_the_hub_loads_it(sharded, tmp_path):
         "--save-interval-updates", "0", "--tokens-per-sample", "32", "--batch-size", "64"))
     log = result.stdout
     loads = [line for line in log.splitlines() if "loaded" in line and "/train" in line]
-    assert [("shard1" in line) for line in loads] == [False, True]
+    shards = [int("shard1" in line) for line in loads]  # each load logs 2 lines (fairseq)
+    assert [shard for i, shard in enumerate(shards) if i == 0 or shard != shards[i - 1]][:2] == [
+        0, 1]
     assert "begin training epoch 2" in log and "end of epoch 2" in log
     valid = [line for line in log.splitlines() if "loaded" in line and "/valid" in line]
     assert valid and all("shard0" in line for line in valid)

@@ -211,7 +211,9 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
         }
     if split_train:
         with _phase(phases, "split_documents"):
-            _split_training_text(options, read_into["train"], text.get("valid"), train_texts)
+            _split_training_text(
+                options, read_into["train"], text["valid"] if held_out else None, train_texts
+            )
 
     with _phase(phases, "train_sentencepiece"):
         model = train_sentencepiece(
@@ -317,6 +319,11 @@ def _split_training_text(
         held = sample_documents(sizes, options.valid_fraction, options.seed)
     else:
         held = np.zeros(len(sizes), dtype=bool)
+    if (~held).sum() < len(train_texts):
+        raise ValueError(
+            f"--shards {len(train_texts)}: the training split has only {(~held).sum()} "
+            "documents; use fewer shards (each needs at least one document)"
+        )
     groups = np.zeros(len(sizes), dtype=np.int64)
     groups[~held] = balance_shards(sizes[~held], len(train_texts))
     if valid is not None:
@@ -434,9 +441,12 @@ def _remove_outputs(destdir: Path) -> None:
 @contextlib.contextmanager
 def _phase(phases: Dict[str, Dict[str, float]], name: str) -> Iterator[None]:
     """Measure a phase into ``phases[...][name]``: ``seconds`` (wall time), ``cpu_seconds``
-    (the process's CPU time, all threads: ``time.process_time``) and ``peak_rss_mib`` (MiB):
-    the process's peak (``getrusage``'s ``ru_maxrss``) if the phase raised it, else the
-    largest resident size (``/proc/self/statm``) sampled every :data:`RSS_SAMPLE_SECONDS`."""
+    (CPU time of the process, all threads, and of the child processes that ended in the phase:
+    ``getrusage``) and ``peak_rss_mib`` (MiB): the process's peak (``ru_maxrss``) if the phase
+    raised it, else the largest resident size (``/proc/self/statm``) sampled every
+    :data:`RSS_SAMPLE_SECONDS`; with child processes (the reading ``workers``) also
+    ``child_peak_rss_mib``, the largest child's peak (pages shared with this process, which
+    forked it, included)."""
     peak_before = _max_rss_mib()
     sampled = [0.0]
     done = threading.Event()
@@ -446,7 +456,7 @@ def _phase(phases: Dict[str, Dict[str, float]], name: str) -> Iterator[None]:
             sampled[0] = max(sampled[0], _current_rss_mib())
 
     sampler = threading.Thread(target=sample, daemon=True)
-    start, cpu_start = time.perf_counter(), time.process_time()
+    start, cpu_start, children_before = time.perf_counter(), _cpu_seconds(), _children()
     sampler.start()
     try:
         yield
@@ -456,10 +466,22 @@ def _phase(phases: Dict[str, Dict[str, float]], name: str) -> Iterator[None]:
     peak_after = _max_rss_mib()
     peak = peak_after if peak_after > peak_before else max(sampled[0], _current_rss_mib())
     phases["seconds"][name] = round(time.perf_counter() - start, 3)
-    phases["cpu_seconds"][name] = round(time.process_time() - cpu_start, 3)
+    phases["cpu_seconds"][name] = round(_cpu_seconds() - cpu_start, 3)
     phases["peak_rss_mib"][name] = round(peak, 1)
+    children = _children()
+    if children.ru_utime + children.ru_stime > children_before.ru_utime + children_before.ru_stime:
+        phases.setdefault("child_peak_rss_mib", {})[name] = round(children.ru_maxrss / 1024, 1)
     logger.info("%s: %.1f s (CPU %.1f s), peak resident memory %.0f MiB", name,
                 phases["seconds"][name], phases["cpu_seconds"][name], peak)
+
+
+def _children() -> resource.struct_rusage:
+    return resource.getrusage(resource.RUSAGE_CHILDREN)
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), _children()
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _max_rss_mib() -> float:

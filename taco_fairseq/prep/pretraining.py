@@ -196,19 +196,17 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
 
     with _phase(phases, "read_inputs"):
         read_into = {**text, "train": text_dir / "input.txt" if split_train else train_texts[0]}
-        file_stats = {
-            split: write_documents(
+        file_stats = {}
+        for split, files in inputs.items():
+            file_stats[split] = write_documents(
                 files,
                 read_into[split],
                 strip_gutenberg=options.strip_gutenberg,
                 max_docs=options.max_docs,
                 max_lines=options.max_lines,
-                progress=progress,
+                progress=_file_progress(files, split),
                 workers=options.workers,
             )
-            for split, files in inputs.items()
-            for progress in [_file_progress(files, split)]
-        }
     if split_train:
         with _phase(phases, "split_documents"):
             _split_training_text(
@@ -227,14 +225,17 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
             num_threads=options.workers,
         )
 
+    # (split, shard, text): the training shards, then the other splits in shard 0
+    datasets_to_write = [("train", shard, path) for shard, path in enumerate(train_texts)] + [
+        (split, 0, path) for split, path in text.items()
+    ]
     seconds["encode"] = seconds["binarize"] = 0.0
     with _phase(phases, "encode_and_binarize"):
         datasets = {
             (split, shard): _binarize_text(
                 model, path, shard_dirs[shard] / split, options.workers, seconds
             )
-            for split, shard, path in [("train", i, t) for i, t in enumerate(train_texts)]
-            + [(split, 0, path) for split, path in text.items()]
+            for split, shard, path in datasets_to_write
         }
     for name in ("encode", "binarize"):
         seconds[name] = round(seconds[name], 3)
@@ -245,10 +246,11 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
             for name in (DICT_FILE, MODEL_FILE):
                 shutil.copyfile(shard_dirs[0] / name, shard_dir / name)
 
-    shard_splits = {key: _split_info(text_path, datasets[key]) for key, text_path in [
-        (("train", i), t) for i, t in enumerate(train_texts)] + [
-        ((split, 0), path) for split, path in text.items()]}
-    splits = {split: {} for split, _ in shard_splits}
+    shard_splits = {
+        (split, shard): _split_info(path, datasets[split, shard])
+        for split, shard, path in datasets_to_write
+    }
+    splits: Dict[str, Dict[str, int]] = {split: {} for split, _ in shard_splits}
     for (split, _), counts in shard_splits.items():
         for name, count in counts.items():
             splits[split][name] = splits[split].get(name, 0) + count

@@ -204,12 +204,15 @@ def test_vocab_size_too_large_is_explained_and_cleaned_up(tiny_options):
     assert not tiny_options.destdir.exists()  # a rerun needs no --force
 
 
+ONE_VALIDATION_SPLIT = "either --valid files, --valid-fraction F or --valid-docs N"
+
+
 @pytest.mark.parametrize(
     "change, error, message",
     [
         ({"train": []}, ValueError, "no training input"),
-        ({"valid": []}, ValueError, "either --valid files, --valid-fraction F or --valid-docs N"),
-        ({"valid_docs": 1}, ValueError, "either --valid files, --valid-fraction F or --valid-docs N"),
+        ({"valid": []}, ValueError, ONE_VALIDATION_SPLIT),
+        ({"valid_docs": 1}, ValueError, ONE_VALIDATION_SPLIT),
         ({"valid": [], "valid_docs": 1}, ValueError, "cannot hold out 1 documents.*only 1"),
         ({"valid": [], "valid_fraction": 0.5}, ValueError,
          r"--valid-fraction 0.5 holds out at most \d+ bytes, less than the smallest of the 1 "),

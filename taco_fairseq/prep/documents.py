@@ -230,7 +230,7 @@ def write_document_groups(
 
     Runs of consecutive documents of one group are copied as one byte range, so a split that
     keeps long runs together (e.g. the last documents held out) costs little more than a copy
-    of the file.
+    of the file. Shows a tqdm bar over the bytes of ``source``.
 
     Args:
         spans: ``[documents, 2]`` from :func:`document_spans`.
@@ -239,6 +239,10 @@ def write_document_groups(
     with contextlib.ExitStack() as stack:
         src = stack.enter_context(open(source, "rb"))
         outs = [stack.enter_context(open(dest, "wb")) for dest in dests]
+        progress = stack.enter_context(tqdm(
+            total=int(spans[-1, 1]) if len(spans) else 0, unit="B", unit_scale=True,
+            desc=f"splitting {Path(source).name} into {len(dests)} files",
+        ))
         written = [False] * len(outs)
         run_starts = np.flatnonzero(np.diff(groups, prepend=-1) != 0)
         run_ends = np.append(run_starts[1:], len(groups))
@@ -248,6 +252,7 @@ def write_document_groups(
             if written[group]:
                 out.write(b"\n")
             _copy_range(src, out, int(spans[first, 0]), int(spans[stop - 1, 1]))
+            progress.update(int(spans[stop - 1, 1]) - progress.n)
             written[group] = True
 
 

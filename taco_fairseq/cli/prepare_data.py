@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=positive_int,
         metavar="N",
         help="hold out the last N documents of the training input as the validation split "
-        f"(warns when they hold more than {VALID_DOCS_WARN_SHARE:.0%} of the text: whole books "
+        f"(warns when they hold more than {100 * VALID_DOCS_WARN_SHARE:.0f}%% of the text, e.g. "
+        "whole books "
         "at the end of the input)",
     )
     files.add_argument(

@@ -11,6 +11,7 @@ from fairseq.data import Dictionary, data_utils
 
 from conftest import run_script
 from taco_fairseq.prep.corpus import read_document_lines
+from taco_fairseq.prep.documents import count_documents
 from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
 
 
@@ -203,13 +204,19 @@ def test_vocab_size_too_large_is_explained_and_cleaned_up(tiny_options):
     assert not tiny_options.destdir.exists()  # a rerun needs no --force
 
 
+ONE_VALIDATION_SPLIT = "either --valid files, --valid-fraction F or --valid-docs N"
+
+
 @pytest.mark.parametrize(
     "change, error, message",
     [
         ({"train": []}, ValueError, "no training input"),
-        ({"valid": []}, ValueError, "either --valid files or --valid-docs"),
-        ({"valid_docs": 1}, ValueError, "either --valid files or --valid-docs"),
+        ({"valid": []}, ValueError, ONE_VALIDATION_SPLIT),
+        ({"valid_docs": 1}, ValueError, ONE_VALIDATION_SPLIT),
         ({"valid": [], "valid_docs": 1}, ValueError, "cannot hold out 1 documents.*only 1"),
+        ({"valid": [], "valid_fraction": 0.5}, ValueError,
+         r"--valid-fraction 0.5 holds out at most \d+ bytes, less than the smallest of the 1 "),
+        ({"shards": 2}, ValueError, "--shards 2: the training split has only 1 documents"),
         ({"test": ["missing.txt"]}, FileNotFoundError, "input file not found: missing.txt"),
         ({"train": ["."]}, FileNotFoundError, r"input file is not a regular file: \.$"),
     ],
@@ -230,3 +237,46 @@ def test_a_file_twice_in_valid_or_test_is_refused(tiny_options, wikitext_test, s
     with pytest.raises(ValueError, match=re.escape(message)):
         prepare_pretraining_data(tiny_options)
     assert not tiny_options.destdir.exists()
+
+
+@pytest.mark.parametrize("held_out", [{"valid_docs": 1}, {"valid_fraction": 0.1}])
+def test_the_validation_share_is_logged_and_a_large_one_from_valid_docs_is_warned(
+    tmp_path, wikipedia_aa, wikitext_test, caplog, held_out
+):
+    """The last document (300 WikiText lines) is most of the text: --valid-docs 1 warns
+    loudly; --valid-fraction 0.1 holds out at most a tenth of the bytes, Wikipedia articles."""
+    options = PrepareOptions(
+        destdir=tmp_path / "out", train=[wikipedia_aa, wikitext_test], max_lines=300,
+        vocab_size=500, keep_text=True, **held_out,
+    )
+    with caplog.at_level("INFO", logger="taco_fairseq.prep.pretraining"):
+        info = prepare_pretraining_data(options)
+    text = options.destdir / "text"
+    sizes = {  # document bytes: without the empty lines between documents
+        split: (text / f"{split}.txt").stat().st_size - count_documents(text / f"{split}.txt")[1]
+        + 1 for split in ("train", "valid")
+    }
+    share = sizes["valid"] / (sizes["valid"] + sizes["train"])
+    record = next(r for r in caplog.records if "validation split:" in r.getMessage())
+    assert f"({100 * share:.2f}%)" in record.getMessage()
+    token_share = info["splits"]["valid"]["share_of_training_input_tokens"]
+    if "valid_docs" in held_out:
+        assert record.levelname == "WARNING" and share > 0.5 and token_share > 0.5
+        assert "--valid-docs 1 holds out the LAST 1 documents" in record.getMessage()
+        assert "--valid-fraction F" in record.getMessage()
+    else:
+        assert record.levelname == "INFO" and 0.08 < share <= 0.1 and token_share < 0.15
+        valid = _text_lines(text / "valid.txt")
+        assert "" in valid and not set(valid) & set(read_document_lines(wikitext_test))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--valid-fraction", "1"], "argument --valid-fraction: must be between 0 and 1, got 1"),
+    (["--valid-fraction", "0.01", "--valid-docs", "3"],
+     "argument --valid-docs: not allowed with argument --valid-fraction"),
+    (["--valid-docs", "3", "--shards", "0"], "argument --shards: "),
+])
+def test_cli_checks_the_split_options(tmp_path, wikitext_test, argv, message):
+    result = run_script("prepare_pretraining_data.py", "--train", wikitext_test, *argv,
+                        "--destdir", tmp_path / "out")
+    assert result.returncode == 2 and message in result.stderr

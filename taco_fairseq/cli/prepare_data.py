@@ -10,7 +10,7 @@ Example (from the repository root, after `pip install -e .`):
 
     python scripts/prepare_pretraining_data.py \\
         --train ../shared/data/corpus/wikipedia-en-2015-wikiextractor/AA.txt.xz \\
-        --valid-docs 100 --vocab-size 30522 --workers 8 --destdir data-bin/wiki-aa
+        --valid-fraction 0.005 --vocab-size 30522 --workers 8 --destdir data-bin/wiki-aa
 """
 
 import argparse
@@ -20,8 +20,19 @@ import sys
 from pathlib import Path
 
 from taco_fairseq.cli import positive_int
-from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
+from taco_fairseq.prep.pretraining import (
+    VALID_DOCS_WARN_SHARE,
+    PrepareOptions,
+    prepare_pretraining_data,
+)
 from taco_fairseq.prep.vocabulary import MODEL_TYPES
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
 
 
 def _coverage(text: str) -> float:
@@ -47,10 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--valid", nargs="+", type=Path, default=[], metavar="FILE", help="validation text"
     )
     valid.add_argument(
+        "--valid-fraction",
+        type=_fraction,
+        metavar="F",
+        help="hold out this share of the training text as the validation split: whole "
+        "documents, a seeded sample over all of the input (--seed); e.g. 0.005",
+    )
+    valid.add_argument(
         "--valid-docs",
         type=positive_int,
         metavar="N",
-        help="hold out the last N documents of the training input as the validation split",
+        help="hold out the last N documents of the training input as the validation split "
+        f"(warns when they hold more than {100 * VALID_DOCS_WARN_SHARE:.0f}%% of the text, e.g. "
+        "whole books "
+        "at the end of the input)",
     )
     files.add_argument(
         "--test", nargs="+", type=Path, default=[], metavar="FILE", help="optional test text"
@@ -98,7 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="train on at most this many lines, a seeded uniform sample (bounds memory; "
         "default: %(default)s)",
     )
-    spm_group.add_argument("--seed", type=int, default=1, help="seed of that sample")
+    spm_group.add_argument(
+        "--seed", type=int, default=1, help="seed of that sample and of --valid-fraction's"
+    )
 
     out = parser.add_argument_group("output")
     out.add_argument("--destdir", type=Path, required=True, help="the data-bin directory")
@@ -106,8 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=positive_int,
         default=os.cpu_count() or 1,
-        help="threads for SentencePiece training and encoding; the model depends on this "
-        "number (default: all CPUs, %(default)s)",
+        help="processes reading the input files, threads for SentencePiece training and "
+        "encoding; the model depends on this number (default: all CPUs, %(default)s)",
+    )
+    out.add_argument(
+        "--shards",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="write N fairseq data shards DESTDIR/shard0 ... shard{N-1} (whole documents dealt "
+        "out by size, each with dict.txt and the model; validation and test in shard0); train "
+        "with --data DESTDIR/shard0:DESTDIR/shard1:..., one shard per epoch (default: "
+        "%(default)s: DESTDIR is the data-bin)",
     )
     out.add_argument(
         "--keep-text",
@@ -134,6 +167,8 @@ def main(argv=None) -> None:
         valid=args.valid,
         test=args.test,
         valid_docs=args.valid_docs,
+        valid_fraction=args.valid_fraction,
+        shards=args.shards,
         vocab_size=args.vocab_size,
         model_type=args.model_type,
         character_coverage=args.character_coverage,
@@ -152,5 +187,5 @@ def main(argv=None) -> None:
         sys.exit(f"error: {e}")
     entries = {split: s["dataset_entries"] for split, s in info["splits"].items()}
     logging.getLogger(__name__).info(
-        "wrote %s (dataset entries: %s)", args.destdir, entries
+        "wrote %s (dataset entries: %s); train with --data %s", args.destdir, entries, info["data"]
     )

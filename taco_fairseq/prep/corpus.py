@@ -31,6 +31,7 @@ What a file becomes:
 """
 
 import gzip
+import io
 import itertools
 import logging
 import lzma
@@ -39,6 +40,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, List, Optional, Union
+
+from tqdm import tqdm
 
 logger = logging.getLogger(__name__)
 
@@ -101,18 +104,44 @@ def check_input_file(path: PathLike) -> Path:
     return path
 
 
-def open_binary(path: PathLike) -> BinaryIO:
+def open_binary(path: PathLike, progress: Optional[tqdm] = None) -> BinaryIO:
     """Open ``path`` for reading bytes, decompressing ``.xz`` and ``.gz`` files on the fly.
+
+    Args:
+        progress: a tqdm bar advanced by the bytes read from the file on disk (compressed
+            bytes for ``.xz``/``.gz``), for a bar over files of known sizes.
 
     Raises:
         FileNotFoundError: from :func:`check_input_file`.
     """
     path = check_input_file(path)
+    raw: BinaryIO = open(path, "rb")
+    if progress is not None:
+        raw = io.BufferedReader(_CountingReader(raw, progress))
     if path.suffix == ".xz":
-        return lzma.open(path, "rb")
+        return lzma.open(raw, "rb")
     if path.suffix == ".gz":
-        return gzip.open(path, "rb")
-    return open(path, "rb")
+        return gzip.open(raw, "rb")
+    return raw
+
+
+class _CountingReader(io.RawIOBase):
+    """A file read through, each read's size added to a tqdm bar."""
+
+    def __init__(self, f: BinaryIO, progress: tqdm):
+        self._f, self._progress = f, progress
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self._f.readinto(buffer)
+        self._progress.update(count)
+        return count
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
 
 
 def split_lines(f: BinaryIO) -> Iterator[bytes]:
@@ -145,8 +174,11 @@ def split_lines(f: BinaryIO) -> Iterator[bytes]:
         yield b"".join(line)
 
 
-def read_lines(path: PathLike, stats: FileStats) -> Iterator[str]:
+def read_lines(
+    path: PathLike, stats: FileStats, progress: Optional[tqdm] = None
+) -> Iterator[str]:
     """Yield the lines of a text file, decoded and whitespace-normalized (see the module doc).
+    ``progress``: as :func:`open_binary`'s.
 
     Empty lines are yielded as ``""``. Non-blank lines are counted in ``stats.read_lines``,
     those with invalid UTF-8 or NUL bytes in ``stats.undecodable_lines``.
@@ -156,7 +188,7 @@ def read_lines(path: PathLike, stats: FileStats) -> Iterator[str]:
         ValueError: if a ``.xz``/``.gz`` file is corrupt or truncated, or the file starts with
             a UTF-16 byte-order mark (the message names the file).
     """
-    with open_binary(path) as f:
+    with open_binary(path, progress) as f:
         try:
             for number, raw in enumerate(split_lines(f)):
                 if number == 0 and raw.startswith(_UTF16_BOMS):
@@ -189,6 +221,7 @@ def read_document_lines(
     strip_gutenberg: bool = True,
     max_docs: Optional[int] = None,
     max_lines: Optional[int] = None,
+    progress: Optional[tqdm] = None,
 ) -> Iterator[str]:
     """Stream a text file as clean lines with ``""`` between documents (see the module doc).
 
@@ -199,6 +232,7 @@ def read_document_lines(
         max_docs: stop after this many documents (``None``: no limit).
         max_lines: stop after this many non-empty lines (``None``: no limit); the document
             at the cut is truncated.
+        progress: a tqdm bar advanced by the bytes read from the file on disk.
 
     Raises:
         FileNotFoundError: if the file does not exist.
@@ -208,7 +242,7 @@ def read_document_lines(
     """
     if stats is None:
         stats = FileStats(str(path))
-    lines = read_lines(path, stats)
+    lines = read_lines(path, stats, progress)
     head = list(itertools.islice(lines, GUTENBERG_HEADER_MAX_LINES))
     lines = itertools.chain(head, lines)
     first = next((line for line in head if line), "")

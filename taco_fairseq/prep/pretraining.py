@@ -3,14 +3,19 @@
 Steps (all streaming; memory does not grow with the corpus):
 
 1. read the ``train``/``valid``/``test`` input files into document text files
-   (:mod:`taco_fairseq.prep.corpus`, :mod:`taco_fairseq.prep.documents`); with ``valid_docs`` the
-   last documents of the training input become the validation split instead;
-2. train a SentencePiece model on the training text
+   (:mod:`taco_fairseq.prep.corpus`, :mod:`taco_fairseq.prep.documents`);
+2. split the training text by whole documents: with ``valid_fraction`` (a seeded sample of
+   that share of the text) or ``valid_docs`` (the last documents) the validation split, and
+   with ``shards`` > 1 the training shards (documents dealt out by size);
+3. train a SentencePiece model on a sample of the training text
    (:func:`taco_fairseq.prep.vocabulary.train_sentencepiece`);
-3. encode every split with SentencePiece (``workers`` threads) and write the ids as a fairseq
+4. encode every split with SentencePiece (``workers`` threads) and write the ids as a fairseq
    dataset (:class:`taco_fairseq.prep.binarize.DatasetWriter`, the bytes
    ``fairseq-preprocess --only-source`` would write), counting the pieces of the training split;
-4. write ``dict.txt`` from the model and the training counts.
+5. write ``dict.txt`` from the model and the training counts.
+
+Each phase logs its wall time, CPU time and peak resident memory (``seconds``, ``cpu_seconds``
+and ``peak_rss_mib`` in ``prep_info.json``); the slow ones show a progress bar.
 
 Layout of the output directory::
 
@@ -23,27 +28,47 @@ Layout of the output directory::
                               in the log) are SentencePiece pieces, not counting the </s>
                               that ends each dataset entry; "unk_tokens" those of them <unk>
     text/                     only with keep_text: {split}.txt, the clean document text
+                              (train.shard{i}.txt with shards)
+
+With ``shards`` = N > 1 the data-bins are ``shard0 ... shard{N-1}`` in the output directory
+(fairseq's sharded data, ``--data DIR/shard0:DIR/shard1:...``, one shard per epoch): each holds
+``dict.txt``, ``sentencepiece.bpe.model`` and ``train.bin``/``train.idx``, ``shard0`` also the
+validation and test splits (fairseq reads those from the first path); ``prep_info.json`` (with
+``data``, the colon path, and ``shards``, each shard's counts) and ``text/`` stay at the top.
 """
 
 import contextlib
 import itertools
 import json
 import logging
+import os
 import platform
+import re
+import resource
 import shutil
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 import fairseq
+import numpy as np
 import sentencepiece as spm
 from tqdm import tqdm
 
 from .. import __version__
 from .binarize import DatasetWriter
 from .corpus import check_input_file
-from .documents import count_documents, move_last_documents, write_documents
+from .documents import (
+    balance_shards,
+    count_documents,
+    document_spans,
+    last_documents,
+    sample_documents,
+    write_document_groups,
+    write_documents,
+)
 from .vocabulary import train_sentencepiece, write_fairseq_dict
 
 logger = logging.getLogger(__name__)
@@ -53,6 +78,12 @@ DICT_FILE = "dict.txt"
 INFO_FILE = "prep_info.json"
 TEXT_DIR = "text"
 SPLITS = ("train", "valid", "test")
+#: With ``shards`` > 1 the data-bins are ``destdir/shard0``, ``destdir/shard1``, ...
+SHARD_PREFIX = "shard"
+#: ``valid_docs`` holding out more than this share of the training text logs a warning.
+VALID_DOCS_WARN_SHARE = 0.05
+#: Seconds between two samples of the resident memory of a phase (``peak_rss_mib``).
+RSS_SAMPLE_SECONDS = 0.05
 #: Lines SentencePiece encodes in one call (on ``workers`` threads).
 ENCODE_CHUNK_LINES = 10_000
 #: Every name this module writes into the output directory (removed first by ``force``).
@@ -72,16 +103,27 @@ class PrepareOptions:
         valid: validation input files; exclusive with ``valid_docs``.
         test: optional test input files.
         valid_docs: hold out the last this many documents of the training input as the
-            validation split; exclusive with ``valid``.
+            validation split (:func:`~taco_fairseq.prep.documents.last_documents`; warns when
+            they hold more than :data:`VALID_DOCS_WARN_SHARE` of the text); exclusive with
+            ``valid`` and ``valid_fraction``.
+        valid_fraction: hold out this share (0..1) of the training text, whole documents
+            sampled over all of it with ``seed``
+            (:func:`~taco_fairseq.prep.documents.sample_documents`), as the validation split;
+            exclusive with ``valid`` and ``valid_docs``.
+        shards: write the training split as this many fairseq data shards
+            ``destdir/shard0 ... shard{N-1}`` (whole documents dealt out by size,
+            :func:`~taco_fairseq.prep.documents.balance_shards`), each with ``dict.txt`` and
+            the model, validation and test split in ``shard0``; 1: ``destdir`` is the data-bin.
         vocab_size: SentencePiece pieces, including ``<s> <pad> </s> <unk>``; the fairseq
             dictionary has as many symbols, plus ``<mask>`` added by the task.
         model_type: ``"unigram"`` or ``"bpe"``.
         character_coverage: SentencePiece's character coverage.
         input_sentence_size: at most this many training lines (a seeded sample) for
             SentencePiece training.
-        seed: seed of that sample.
-        workers: threads for SentencePiece training and encoding (the model, though
-            deterministic, depends on it).
+        seed: seed of that sample and of ``valid_fraction``'s.
+        workers: processes reading the input files (one file each at a time), threads for
+            SentencePiece training and encoding (the model, though deterministic, depends on
+            it).
         max_docs: read at most this many documents of each input file.
         max_lines: read at most this many non-empty lines of each input file.
         strip_gutenberg: drop Project Gutenberg headers and footers.
@@ -94,6 +136,8 @@ class PrepareOptions:
     valid: List[Path] = field(default_factory=list)
     test: List[Path] = field(default_factory=list)
     valid_docs: Optional[int] = None
+    valid_fraction: Optional[float] = None
+    shards: int = 1
     vocab_size: int = 30522
     model_type: str = "unigram"
     character_coverage: float = 0.9995
@@ -138,31 +182,41 @@ def prepare_pretraining_data(options: PrepareOptions) -> dict:
 def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Path) -> dict:
     text_dir = destdir / TEXT_DIR
     text_dir.mkdir()
-    text = {
-        split: text_dir / f"{split}.txt"
-        for split in SPLITS
-        if split in inputs or (split == "valid" and options.valid_docs)
-    }
-    seconds: Dict[str, float] = {}
+    held_out = bool(options.valid_docs or options.valid_fraction)
+    split_train = held_out or options.shards > 1
+    shard_dirs = _shard_dirs(destdir, options.shards)
+    text = {split: text_dir / f"{split}.txt" for split in inputs if split != "train"}
+    if held_out:
+        text["valid"] = text_dir / "valid.txt"
+    train_texts = [text_dir / "train.txt"] if options.shards == 1 else [
+        text_dir / f"train.shard{shard}.txt" for shard in range(options.shards)
+    ]
+    phases: Dict[str, Dict[str, float]] = {"seconds": {}, "cpu_seconds": {}, "peak_rss_mib": {}}
+    seconds = phases["seconds"]
 
-    with _timer(seconds, "read_inputs"):
-        file_stats = {
-            split: write_documents(
+    with _phase(phases, "read_inputs"):
+        read_into = {**text, "train": text_dir / "input.txt" if split_train else train_texts[0]}
+        file_stats = {}
+        for split, files in inputs.items():
+            file_stats[split] = write_documents(
                 files,
-                text[split],
+                read_into[split],
                 strip_gutenberg=options.strip_gutenberg,
                 max_docs=options.max_docs,
                 max_lines=options.max_lines,
+                progress=_file_progress(files, split),
+                workers=options.workers,
             )
-            for split, files in inputs.items()
-        }
-        if options.valid_docs:
-            move_last_documents(text["train"], text["valid"], options.valid_docs)
+    if split_train:
+        with _phase(phases, "split_documents"):
+            _split_training_text(
+                options, read_into["train"], text["valid"] if held_out else None, train_texts
+            )
 
-    with _timer(seconds, "train_sentencepiece"):
+    with _phase(phases, "train_sentencepiece"):
         model = train_sentencepiece(
-            text["train"],
-            destdir / MODEL_FILE,
+            train_texts,
+            shard_dirs[0] / MODEL_FILE,
             vocab_size=options.vocab_size,
             model_type=options.model_type,
             character_coverage=options.character_coverage,
@@ -171,27 +225,41 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
             num_threads=options.workers,
         )
 
+    # (split, shard, text): the training shards, then the other splits in shard 0
+    datasets_to_write = [("train", shard, path) for shard, path in enumerate(train_texts)] + [
+        (split, 0, path) for split, path in text.items()
+    ]
     seconds["encode"] = seconds["binarize"] = 0.0
-    datasets = {
-        split: _binarize_text(model, text[split], destdir / split, options.workers, seconds)
-        for split in text
-    }
+    with _phase(phases, "encode_and_binarize"):
+        datasets = {
+            (split, shard): _binarize_text(
+                model, path, shard_dirs[shard] / split, options.workers, seconds
+            )
+            for split, shard, path in datasets_to_write
+        }
     for name in ("encode", "binarize"):
         seconds[name] = round(seconds[name], 3)
-    dict_entries = write_fairseq_dict(model, datasets["train"].counts, destdir / DICT_FILE)
+    train_counts = sum(datasets["train", shard].counts for shard in range(options.shards))
+    with _phase(phases, "write_dict"):
+        dict_entries = write_fairseq_dict(model, train_counts, shard_dirs[0] / DICT_FILE)
+        for shard_dir in shard_dirs[1:]:
+            for name in (DICT_FILE, MODEL_FILE):
+                shutil.copyfile(shard_dirs[0] / name, shard_dir / name)
 
-    splits = {}
-    for split, dataset in datasets.items():
-        lines, docs = count_documents(text[split])
-        splits[split] = {
-            "docs": docs,
-            "lines": lines,
-            "dataset_entries": dataset.entries,
-            "tokens": dataset.pieces,  # without the </s> of each entry, as the log
-            "unk_tokens": dataset.unk_tokens,
-        }
+    shard_splits = {
+        (split, shard): _split_info(path, datasets[split, shard])
+        for split, shard, path in datasets_to_write
+    }
+    splits: Dict[str, Dict[str, int]] = {split: {} for split, _ in shard_splits}
+    for (split, _), counts in shard_splits.items():
+        for name, count in counts.items():
+            splits[split][name] = splits[split].get(name, 0) + count
+    if held_out:
+        share = splits["valid"]["tokens"] / (splits["valid"]["tokens"] + splits["train"]["tokens"])
+        splits["valid"]["share_of_training_input_tokens"] = round(share, 6)
     info = {
         "options": {key: _jsonable(value) for key, value in asdict(options).items()},
+        "data": os.pathsep.join(str(d) for d in shard_dirs),
         "inputs": {split: [asdict(s) for s in stats] for split, stats in file_stats.items()},
         "splits": splits,
         "vocab": {
@@ -205,12 +273,86 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
             "sentencepiece": spm.__version__,
             "python": platform.python_version(),
         },
-        "seconds": seconds,
+        **phases,
     }
+    if options.shards > 1:
+        info["shards"] = [
+            {"dir": str(shard_dirs[i]), **shard_splits["train", i]} for i in range(options.shards)
+        ]
     (destdir / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     if not options.keep_text:
         shutil.rmtree(text_dir)
     return info
+
+
+def _split_info(text_path: Path, dataset: DatasetWriter) -> dict:
+    lines, docs = count_documents(text_path)
+    return {
+        "docs": docs,
+        "lines": lines,
+        "dataset_entries": dataset.entries,
+        "tokens": dataset.pieces,  # without the </s> of each entry, as the log
+        "unk_tokens": dataset.unk_tokens,
+    }
+
+
+def _shard_dirs(destdir: Path, shards: int) -> List[Path]:
+    """The data-bin directories: ``destdir`` itself, or ``destdir/shard0 ...`` (created)."""
+    if shards == 1:
+        return [destdir]
+    dirs = [destdir / f"{SHARD_PREFIX}{shard}" for shard in range(shards)]
+    for directory in dirs:
+        directory.mkdir()
+    return dirs
+
+
+def _split_training_text(
+    options: PrepareOptions, source: Path, valid: Optional[Path], train_texts: List[Path]
+) -> None:
+    """Move the held-out documents of ``source`` (``valid_docs``/``valid_fraction``) to
+    ``valid`` and deal the others out to ``train_texts`` (:func:`balance_shards`); removes
+    ``source``. Logs the held-out share, with a warning when ``valid_docs`` holds out more
+    than :data:`VALID_DOCS_WARN_SHARE` of the text."""
+    spans = document_spans(source)
+    sizes = spans[:, 1] - spans[:, 0]
+    if options.valid_docs:
+        held = last_documents(len(sizes), options.valid_docs)
+    elif options.valid_fraction:
+        held = sample_documents(sizes, options.valid_fraction, options.seed)
+    else:
+        held = np.zeros(len(sizes), dtype=bool)
+    if (~held).sum() < len(train_texts):
+        raise ValueError(
+            f"--shards {len(train_texts)}: the training split has only {(~held).sum()} "
+            "documents; use fewer shards (each needs at least one document)"
+        )
+    groups = np.zeros(len(sizes), dtype=np.int64)
+    groups[~held] = balance_shards(sizes[~held], len(train_texts))
+    if valid is not None:
+        groups[held] = len(train_texts)
+        share = float(sizes[held].sum()) / max(float(sizes.sum()), 1.0)
+        message = (
+            f"validation split: {int(held.sum())} of {len(sizes)} documents, "
+            f"{sizes[held].sum() / 1e6:.3g} of {sizes.sum() / 1e6:.3g} MB of the training input "
+            f"({100 * share:.2f}%)"
+        )
+        if options.valid_docs and share > VALID_DOCS_WARN_SHARE:
+            logger.warning(
+                "%s. --valid-docs %d holds out the LAST %d documents, here %.1f%% of the "
+                "training text, which training never sees; --valid-fraction F holds out a "
+                "stated share F of it (documents sampled over the whole input)",
+                message, options.valid_docs, options.valid_docs, 100 * share,
+            )
+        else:
+            logger.info(message)
+    write_document_groups(source, spans, groups, train_texts + ([valid] if valid else []))
+    source.unlink()
+
+
+def _file_progress(files: List[Path], split: str) -> tqdm:
+    """A bar over the input files' bytes on disk (compressed), for :func:`write_documents`."""
+    return tqdm(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True,
+                desc=f"reading {split} input ({len(files)} files)")
 
 
 def _binarize_text(
@@ -245,8 +387,13 @@ def _binarize_text(
 def _check_inputs(options: PrepareOptions) -> Dict[str, List[Path]]:
     if not options.train:
         raise ValueError("no training input: give at least one --train file")
-    if bool(options.valid) == bool(options.valid_docs):
-        raise ValueError("give either --valid files or --valid-docs N (exactly one of them)")
+    if sum(map(bool, (options.valid, options.valid_docs, options.valid_fraction))) != 1:
+        raise ValueError("give either --valid files, --valid-fraction F or --valid-docs N "
+                         "(exactly one of them)")
+    if options.valid_fraction is not None and not 0 < options.valid_fraction < 1:
+        raise ValueError(f"--valid-fraction must be between 0 and 1, got {options.valid_fraction}")
+    if options.shards < 1:
+        raise ValueError(f"--shards must be at least 1, got {options.shards}")
     inputs = {"train": options.train, "valid": options.valid, "test": options.test}
     inputs = {split: [check_input_file(f) for f in files] for split, files in inputs.items()
               if files}
@@ -283,7 +430,9 @@ def _prepare_destdir(destdir: Path, force: bool) -> None:
 
 
 def _remove_outputs(destdir: Path) -> None:
-    for name in OUTPUT_NAMES:
+    shards = [p.name for p in destdir.glob(f"{SHARD_PREFIX}*")
+              if re.fullmatch(rf"{SHARD_PREFIX}\d+", p.name)]
+    for name in list(OUTPUT_NAMES) + shards:
         path = destdir / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -292,11 +441,61 @@ def _remove_outputs(destdir: Path) -> None:
 
 
 @contextlib.contextmanager
-def _timer(seconds: Dict[str, float], name: str) -> Iterator[None]:
-    start = time.perf_counter()
-    yield
-    seconds[name] = round(time.perf_counter() - start, 3)
-    logger.info("%s: %.1f s", name, seconds[name])
+def _phase(phases: Dict[str, Dict[str, float]], name: str) -> Iterator[None]:
+    """Measure a phase into ``phases[...][name]``: ``seconds`` (wall time), ``cpu_seconds``
+    (CPU time of the process, all threads, and of the child processes that ended in the phase:
+    ``getrusage``) and ``peak_rss_mib`` (MiB): the process's peak (``ru_maxrss``) if the phase
+    raised it, else the largest resident size (``/proc/self/statm``) sampled every
+    :data:`RSS_SAMPLE_SECONDS`; with child processes (the reading ``workers``) also
+    ``child_peak_rss_mib``, the largest child's peak (pages shared with this process, which
+    forked it, included)."""
+    peak_before = _max_rss_mib()
+    sampled = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(RSS_SAMPLE_SECONDS):
+            sampled[0] = max(sampled[0], _current_rss_mib())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    start, cpu_start, children_before = time.perf_counter(), _cpu_seconds(), _children()
+    sampler.start()
+    try:
+        yield
+    finally:
+        done.set()
+        sampler.join()
+    peak_after = _max_rss_mib()
+    peak = peak_after if peak_after > peak_before else max(sampled[0], _current_rss_mib())
+    phases["seconds"][name] = round(time.perf_counter() - start, 3)
+    phases["cpu_seconds"][name] = round(_cpu_seconds() - cpu_start, 3)
+    phases["peak_rss_mib"][name] = round(peak, 1)
+    children = _children()
+    if children.ru_utime + children.ru_stime > children_before.ru_utime + children_before.ru_stime:
+        phases.setdefault("child_peak_rss_mib", {})[name] = round(children.ru_maxrss / 1024, 1)
+    logger.info("%s: %.1f s (CPU %.1f s), peak resident memory %.0f MiB", name,
+                phases["seconds"][name], phases["cpu_seconds"][name], peak)
+
+
+def _children() -> resource.struct_rusage:
+    return resource.getrusage(resource.RUSAGE_CHILDREN)
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), _children()
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _max_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _current_rss_mib() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError):  # not Linux
+        return 0.0
 
 
 def _jsonable(value):

@@ -24,12 +24,14 @@ import itertools
 import logging
 import random
 import re
+import time
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 import sentencepiece as spm
 from fairseq.data import Dictionary
+from tqdm import tqdm
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ _TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+)
 
 
 def train_sentencepiece(
-    text_path: PathLike,
+    text_path: Union[PathLike, Sequence[PathLike]],
     model_path: PathLike,
     *,
     vocab_size: int,
@@ -60,7 +62,7 @@ def train_sentencepiece(
     seed: int = 1,
     num_threads: int = 1,
 ) -> spm.SentencePieceProcessor:
-    """Train a SentencePiece model on the non-empty lines of a text file and save it.
+    """Train a SentencePiece model on the non-empty lines of text files and save it.
 
     Deterministic: the same file and arguments give the same model bytes (``num_threads``
     included: another thread count gives a slightly different model). When the file has
@@ -70,7 +72,8 @@ def train_sentencepiece(
     Lines longer than SentencePiece's ``max_sentence_length`` (4192 bytes) are skipped by it.
 
     Args:
-        text_path: UTF-8 text, one sentence or paragraph per line.
+        text_path: UTF-8 text, one sentence or paragraph per line; or several such files,
+            read as one (e.g. the shards of a training split).
         model_path: where to write the model (e.g. ``sentencepiece.bpe.model``).
         vocab_size: pieces in the model, including ``<s> <pad> </s> <unk>`` (ids 0..3).
         model_type: ``"unigram"`` or ``"bpe"``.
@@ -88,19 +91,28 @@ def train_sentencepiece(
             smaller than the characters it must cover); the message names ``--vocab-size``
             and the limit.
     """
-    total = sum(1 for _ in _non_empty_lines(text_path))
+    paths = [text_path] if isinstance(text_path, (str, Path)) else list(text_path)
+    total = sum(1 for _ in _non_empty_lines(paths))
+    sample = min(total, max_sentences)
     logger.info(
-        "training a %s SentencePiece model of %d pieces on %d of %d lines of %s",
+        "training a %s SentencePiece model of %d pieces on %d of %d lines of %s (it reports "
+        "no progress after reading them)",
         model_type,
         vocab_size,
-        min(total, max_sentences),
+        sample,
         total,
-        text_path,
+        " ".join(map(str, paths)),
     )
     model = io.BytesIO()
+    start = time.perf_counter()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=_sample_lines(text_path, total, max_sentences, seed),
+            sentence_iterator=iter(tqdm(
+                _sample_lines(paths, total, max_sentences, seed),
+                total=sample,
+                unit=" lines",
+                desc="SentencePiece: loading the sample",
+            )),
             model_writer=model,
             vocab_size=vocab_size,
             model_type=model_type,
@@ -118,6 +130,7 @@ def train_sentencepiece(
         if message is None:
             raise
         raise ValueError(message) from e
+    logger.info("trained the SentencePiece model in %.1f s", time.perf_counter() - start)
     Path(model_path).write_bytes(model.getvalue())
     return spm.SentencePieceProcessor(model_proto=model.getvalue())
 
@@ -136,17 +149,18 @@ def _vocab_size_message(error: str) -> Optional[str]:
     return None
 
 
-def _non_empty_lines(path: PathLike) -> Iterator[str]:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line:
-                yield line
+def _non_empty_lines(paths: Sequence[PathLike]) -> Iterator[str]:
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line:
+                    yield line
 
 
-def _sample_lines(path: PathLike, total: int, size: int, seed: int) -> Iterator[str]:
-    """The non-empty lines of ``path`` if ``total <= size``, else ``size`` of them, in order."""
-    lines = _non_empty_lines(path)
+def _sample_lines(paths: Sequence[PathLike], total: int, size: int, seed: int) -> Iterator[str]:
+    """The non-empty lines of ``paths`` if ``total <= size``, else ``size`` of them, in order."""
+    lines = _non_empty_lines(paths)
     if total <= size:
         yield from lines
         return

@@ -2,13 +2,16 @@
 
 import argparse
 import importlib.util
+import itertools
 import logging
 import os
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+import numpy as np
 import torch
 from fairseq import utils
+from fairseq.data import indexed_dataset
 from fairseq.dataclass import ChoiceEnum
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models.roberta import RobertaModel
@@ -17,9 +20,9 @@ from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from omegaconf import II
 
 from .batch import CrossWorkerTacoBatch
-from .checkpoints import SENTENCEPIECE_MODEL
 from .data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotalsEpochIterator
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
+from .metadata import SENTENCEPIECE_MODEL
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +43,10 @@ class TacoMaskedLMConfig(MaskedLMConfig):
         "help": "draw each anchor's negatives from the sequences of all data-parallel workers "
         "(all-gather of detached keys; needs tc_detach_keys true), as if one worker held the "
         "whole batch, instead of from its own worker's batch"})
+    tc_allow_changed_objective: bool = field(default=False, metadata={
+        "help": "resume from a checkpoint trained with other values of the options that "
+        "define the objective (TC, masking, criterion; taco_fairseq.resume.OBJECTIVE_OPTIONS), "
+        "with a warning naming them; without it such a resume is refused"})
     update_freq: List[int] = II("optimization.update_freq")
     batch_size: Optional[int] = II("dataset.batch_size")
     save_dir: str = II("checkpoint.save_dir")
@@ -84,6 +91,34 @@ def validate_sampling_options(cfg) -> None:
             f"--tc-window {cfg.tc_window} reaches beyond --tokens-per-sample "
             f"{cfg.tokens_per_sample}: positives then mostly fall back to a uniform draw from "
             "the rest of the sequence")
+
+
+def check_token_ids(split_path: str, dictionary) -> None:
+    """Check that the binarized split ``split_path`` (fairseq's mmap ``.bin``/``.idx``, and its
+    shards ``split_path1``, ...) holds only ids of ``dictionary``'s symbols, ``<mask>`` (added
+    by the task, after them) excluded: a ``dict.txt`` shortened after binarization otherwise
+    ends training in fairseq's ``AssertionError: Dataset contains mask_idx`` or an index error.
+    Other dataset formats are not checked.
+
+    Raises:
+        OptionError: naming the file, its largest id, the dictionary's size and the fix.
+    """
+    symbols = dictionary.index("<mask>")
+    for shard in itertools.count():  # the files fairseq's load_indexed_dataset combines
+        path = split_path + (str(shard) if shard else "")
+        if not indexed_dataset.MMapIndexedDataset.exists(path):
+            return
+        index = indexed_dataset.MMapIndexedDataset.Index(indexed_dataset.index_file_path(path))
+        data = indexed_dataset.data_file_path(path)
+        if os.path.getsize(data) == 0:
+            continue
+        largest = int(np.memmap(data, dtype=index.dtype, mode="r").max())
+        if largest >= symbols:
+            raise OptionError(
+                f"--data: {data} holds token id {largest}, but {os.path.dirname(data)}/dict.txt "
+                f"has ids up to {symbols - 1} (its symbols and fairseq's 4 special ones): "
+                "dict.txt was changed after the data was binarized. Restore the dict.txt the "
+                "data was binarized with, or binarize the text again with this one")
 
 
 def validate_training_setup(cfg, model_cfg, model) -> None:
@@ -166,6 +201,8 @@ class TacoMaskedLMTask(MaskedLMTask):
         return super().load_dict(cfg)
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        paths = utils.split_paths(self.cfg.data)
+        check_token_ids(os.path.join(paths[(epoch - 1) % len(paths)], split), self.dictionary)
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         special = (self.dictionary.bos(), self.dictionary.eos())
         self.datasets[split] = ContrastiveSamplingDataset(

@@ -3,7 +3,13 @@
 * ``TokenBlockDataset`` and ``LanguagePairDataset`` see a numpy with ``np.compat.long`` (int64,
   removed in numpy 2); numpy itself is unchanged.
 * ``checkpoint_utils.load_checkpoint`` goes first through
-  :func:`taco_fairseq.checkpoints.restore_config`, for every task.
+  :func:`taco_fairseq.resume.restore_config` and then through
+  :func:`taco_fairseq.resume.stop_if_finished`, for every task.
+* ``MaskedLMTask.state_dict`` (fairseq's ``masked_lm``, and so ``taco_masked_lm``) saves the
+  fingerprints of the task's data with its state
+  (:func:`taco_fairseq.metadata.masked_lm_state_dict`).
+* ``checkpoint_utils.verify_checkpoint_directory`` turns a ``--save-dir`` it cannot create or
+  write into a one-line error.
 * ``distributed.utils._broadcast_object_slow``, with which rank 0 sends the checkpoint it
   loaded to the other data-parallel ranks, unpickles also :data:`BROADCAST_GLOBALS`.
 * ``distributed.utils.all_gather_list``, with which fairseq gathers logging outputs that
@@ -24,6 +30,7 @@ import contextlib
 import functools
 import importlib.util
 import logging
+import os
 import queue
 import threading
 import time
@@ -39,10 +46,10 @@ from fairseq.distributed import utils as distributed_utils
 from omegaconf import AnyNode, DictConfig, ListConfig
 from omegaconf.base import ContainerMetadata, Metadata
 
-from .errors import OptionError
+from .errors import OptionError, hydra_relative_path_hint
 
 #: What ``broadcast_object`` pickles of a checkpoint loaded by fairseq's
-#: ``load_checkpoint_to_cpu`` beyond :data:`taco_fairseq.checkpoints.SAFE_GLOBALS`: its ``cfg``,
+#: ``load_checkpoint_to_cpu`` beyond :data:`taco_fairseq.metadata.SAFE_GLOBALS`: its ``cfg``,
 #: made an omegaconf ``DictConfig``, and fairseq's placeholders of the tensors it sends apart.
 BROADCAST_GLOBALS = [DictConfig, ListConfig, AnyNode, ContainerMetadata, Metadata, typing.Any,
                      collections.defaultdict, dict, list, int, distributed_utils._TensorPlaceholder]
@@ -92,11 +99,29 @@ def check_precision(common_cfg) -> None:
                           "torch_xla; on GPUs use --fp16 or --amp, on the CPU leave it out")
 
 
+def unwritable_save_dir(save_dir: str, error: OSError) -> str:
+    """The one-line message for a ``--save-dir`` that fairseq cannot create or write to
+    (``error``): a file where a directory should be, or a directory without write access."""
+    blocking = os.path.abspath(save_dir)
+    while not os.path.exists(blocking) and os.path.dirname(blocking) != blocking:
+        blocking = os.path.dirname(blocking)
+    hint = hydra_relative_path_hint(save_dir)
+    if not os.path.isdir(blocking):
+        return (f"--save-dir {save_dir}: {blocking} is a file, not a directory, so the "
+                f"checkpoint directory cannot be made there{hint}. Give a --save-dir whose "
+                f"path holds no file, or move {blocking} away")
+    return (f"--save-dir {save_dir}: cannot write checkpoints there ({error.strerror or error}: "
+            f"{blocking} is read-only for this user){hint}. Give a --save-dir in a directory "
+            "you can write to")
+
+
 def apply() -> None:
     """Apply the fixes (idempotent)."""
+    from fairseq.tasks.masked_lm import MaskedLMTask
     from fairseq.trainer import Trainer
 
-    from .checkpoints import restore_config
+    from .metadata import masked_lm_state_dict
+    from .resume import restore_config, stop_if_finished
 
     warnings.filterwarnings("ignore", category=FutureWarning,
                             message=r"`torch\.cuda\.amp\.autocast\(args\.\.\.\)` is deprecated")
@@ -119,8 +144,16 @@ def apply() -> None:
         return gathered
 
     def load_checkpoint(original, cfg, trainer, **passthrough_args):
-        return original(restore_config(cfg, trainer.task, trainer.get_model()), trainer,
-                        **passthrough_args)
+        cfg = restore_config(cfg, trainer.task, trainer.get_model(), trainer.cfg.criterion)
+        loaded = original(cfg, trainer, **passthrough_args)
+        stop_if_finished(trainer)
+        return loaded
+
+    def verify_checkpoint_directory(original, save_dir):
+        try:
+            return original(save_dir)
+        except OSError as e:
+            raise OptionError(unwritable_save_dir(save_dir, e)) from e
 
     def trainer_init(original, self, cfg, *args, **kwargs):
         check_precision(cfg.common)
@@ -130,6 +163,8 @@ def apply() -> None:
     _wrap_once(distributed_utils, "all_gather_list", all_gather_list)
     _wrap_once(checkpoint_utils, "load_checkpoint", load_checkpoint)
     _wrap_once(Trainer, "__init__", trainer_init)
+    _wrap_once(checkpoint_utils, "verify_checkpoint_directory", verify_checkpoint_directory)
+    MaskedLMTask.state_dict = masked_lm_state_dict
 
 
 def _wrap_once(owner, name: str, wrapper) -> None:

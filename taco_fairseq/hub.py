@@ -21,9 +21,8 @@ import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.models.roberta import RobertaHubInterface
 
-from . import checkpoints
-from .checkpoints import SENTENCEPIECE_MODEL
-from .pretrained import check_training_data, load_task_dictionary
+from .metadata import (SENTENCEPIECE_MODEL, check_training_data, load_lazily,
+                       load_task_dictionary, recorded_data_dir, saved_option)
 
 PathLike = Union[str, Path]
 
@@ -55,17 +54,6 @@ def resolve_checkpoint(checkpoint: PathLike) -> Path:
             f"(.pt files there: {', '.join(found) or 'none'})"
         )
     raise FileNotFoundError(f"checkpoint not found: {path}")
-
-
-def recorded_data_dir(checkpoint: PathLike) -> Optional[str]:
-    """The data directory a checkpoint was trained on (``--data`` / ``task.data``; a relative
-    one is looked for beside the checkpoint first, then in the current directory), or None.
-
-    Reads only the checkpoint's configuration (the tensors are memory-mapped, not read;
-    importing ``taco_fairseq`` lets ``torch.load`` read fairseq checkpoints).
-    """
-    state = checkpoints.load_lazily(checkpoint)
-    return checkpoints.recorded_data_dir(checkpoint, state)
 
 
 class TacoHubInterface(RobertaHubInterface):
@@ -134,7 +122,7 @@ def from_pretrained(
         checkpoint: a checkpoint file, or a save directory (:func:`resolve_checkpoint`).
         data_dir: the data-bin whose ``dict.txt`` the model was trained with (for
             ``sentence_prediction``: the task directory with ``input0/``); default: the one
-            recorded in the checkpoint (:func:`recorded_data_dir`).
+            recorded in the checkpoint (:func:`taco_fairseq.metadata.recorded_data_dir`).
         sentencepiece_model: default: ``data_dir/sentencepiece.bpe.model`` (a GLUE task
             directory has none: pass the pre-training data-bin's).
 
@@ -150,11 +138,12 @@ def from_pretrained(
             SentencePiece model is missing; the message names the argument to pass.
         ValueError: if the data directory's dictionary or the SentencePiece model is not the
             one the checkpoint was trained with
-            (:func:`taco_fairseq.pretrained.check_training_data`; the message names both).
+            (:func:`taco_fairseq.metadata.check_training_data`; the message names both).
     """
     checkpoint = resolve_checkpoint(checkpoint)
+    state = load_lazily(checkpoint)
     if data_dir is None:
-        recorded = recorded_data_dir(checkpoint)
+        recorded = recorded_data_dir(checkpoint, state)
         if recorded is None or not Path(recorded).is_dir():
             raise FileNotFoundError(
                 f"{checkpoint} was trained on data directory {recorded}, which does not exist "
@@ -177,9 +166,8 @@ def from_pretrained(
     elif not Path(sentencepiece_model).is_file():
         raise FileNotFoundError(f"sentencepiece_model not found: {sentencepiece_model}")
     sentencepiece_model = Path(sentencepiece_model).resolve()
-    state = checkpoints.load_lazily(checkpoint)
-    task = (checkpoints.saved_option(state, "task", "_name")  # cfg.task._name, or args.task
-            or checkpoints.saved_option(state, "task", "task"))
+    task = (saved_option(state, "task", "_name")  # cfg.task._name, or args.task
+            or saved_option(state, "task", "task"))
     dict_file = data_dir / _DICT_DIRS.get(task, "") / "dict.txt"
     if not dict_file.is_file():
         raise FileNotFoundError(f"no {dict_file.relative_to(data_dir)} in {data_dir}; pass "

@@ -2,6 +2,7 @@
 
 import argparse
 import dataclasses
+import itertools
 import logging
 import os
 import re
@@ -9,8 +10,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+import numpy as np
 import torch
 from fairseq import utils
+from fairseq.data import indexed_dataset
 from fairseq.dataclass import ChoiceEnum
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models.roberta import RobertaModel
@@ -19,10 +22,10 @@ from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from omegaconf import II
 
 from .batch import CrossWorkerTacoBatch
-from .checkpoints import SENTENCEPIECE_MODEL
 from .data import (TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals,
                    UpdateTotalsEpochIterator)
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
+from .metadata import SENTENCEPIECE_MODEL
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,10 @@ class TacoMaskedLMConfig(MaskedLMConfig):
         "help": "draw each anchor's negatives from the sequences of all data-parallel workers "
         "(all-gather of detached keys; needs tc_detach_keys true), as if one worker held the "
         "whole batch, instead of from its own worker's batch"})
+    tc_allow_changed_objective: bool = field(default=False, metadata={
+        "help": "resume from a checkpoint trained with other values of the options that "
+        "define the objective (TC, masking, criterion; taco_fairseq.resume.OBJECTIVE_OPTIONS), "
+        "with a warning naming them; without it such a resume is refused"})
     update_freq: List[int] = II("optimization.update_freq")
     batch_size: Optional[int] = II("dataset.batch_size")
     save_dir: str = II("checkpoint.save_dir")
@@ -86,6 +93,34 @@ def masking_option_error(error: AssertionError, cfg) -> Optional[OptionError]:
     names = [name for name in re.findall(r"[a-z_]+", condition) if hasattr(cfg, name)]
     given = ", ".join(f"--{name.replace('_', '-')} {getattr(cfg, name)}" for name in names)
     return OptionError(f"{given or 'masking options'}: fairseq's masked LM needs {condition}")
+
+
+def check_token_ids(split_path: str, dictionary) -> None:
+    """Check that the binarized split ``split_path`` (fairseq's mmap ``.bin``/``.idx``, and its
+    shards ``split_path1``, ...) holds only ids of ``dictionary``'s symbols, ``<mask>`` (added
+    by the task, after them) excluded: a ``dict.txt`` shortened after binarization otherwise
+    ends training in fairseq's ``AssertionError: Dataset contains mask_idx`` or an index error.
+    Other dataset formats are not checked.
+
+    Raises:
+        OptionError: naming the file, its largest id, the dictionary's size and the fix.
+    """
+    symbols = dictionary.index("<mask>")
+    for shard in itertools.count():  # the files fairseq's load_indexed_dataset combines
+        path = split_path + (str(shard) if shard else "")
+        if not indexed_dataset.MMapIndexedDataset.exists(path):
+            return
+        index = indexed_dataset.MMapIndexedDataset.Index(indexed_dataset.index_file_path(path))
+        data = indexed_dataset.data_file_path(path)
+        if os.path.getsize(data) == 0:
+            continue
+        largest = int(np.memmap(data, dtype=index.dtype, mode="r").max())
+        if largest >= symbols:
+            raise OptionError(
+                f"--data: {data} holds token id {largest}, but {os.path.dirname(data)}/dict.txt "
+                f"has ids up to {symbols - 1} (its symbols and fairseq's 4 special ones): "
+                "dict.txt was changed after the data was binarized. Restore the dict.txt the "
+                "data was binarized with, or binarize the text again with this one")
 
 
 def validate_training_setup(cfg, model_cfg, model) -> None:
@@ -164,8 +199,11 @@ class TacoMaskedLMTask(MaskedLMTask):
         """fairseq's masked-LM dataset of ``split``, wrapped to draw the TC positions.
 
         Raises:
-            OptionError: a masking option fairseq's masking refuses (:func:`masking_option_error`).
+            OptionError: token ids beyond ``dict.txt`` (:func:`check_token_ids`), or a masking
+                option fairseq's masking refuses (:func:`masking_option_error`).
         """
+        paths = utils.split_paths(self.cfg.data)
+        check_token_ids(os.path.join(paths[(epoch - 1) % len(paths)], split), self.dictionary)
         try:
             super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         except AssertionError as error:

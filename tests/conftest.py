@@ -107,7 +107,7 @@ def tiny_databin(wikipedia_aa, wikitext_test, tmp_path_factory) -> Path:
 def fairseq_setup(databin, *extra):
     """Parse a ``fairseq-train`` command line; build its task, model and criterion, and check
     the checkpoint it would load, as its ``load_checkpoint`` does
-    (:func:`taco_fairseq.checkpoints.restore_config`).
+    (:func:`taco_fairseq.resume.restore_config`).
 
     Returns:
         (cfg, task, model, criterion) with the ``valid`` split loaded.
@@ -115,7 +115,7 @@ def fairseq_setup(databin, *extra):
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    from taco_fairseq.checkpoints import restore_config
+    from taco_fairseq.resume import restore_config
 
     parser = options.get_training_parser()
     argv = [
@@ -129,7 +129,7 @@ def fairseq_setup(databin, *extra):
     task.load_dataset("valid")
     model = task.build_model(cfg.model)
     criterion = task.build_criterion(cfg.criterion)
-    restore_config(cfg.checkpoint, task, model)
+    restore_config(cfg.checkpoint, task, model, cfg.criterion)
     return cfg, task, model, criterion
 
 

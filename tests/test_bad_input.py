@@ -18,7 +18,7 @@ import torch
 from conftest import REPO, USER_DIR, first_batch, fairseq_setup, run_fairseq, run_script, train_args
 from distributed_worker import Backward
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
-from taco_fairseq.checkpoints import DICTIONARY_KEY, SENTENCEPIECE_KEY
+from taco_fairseq.metadata import DICTIONARY_KEY, SENTENCEPIECE_KEY
 
 
 @pytest.mark.parametrize(
@@ -246,7 +246,7 @@ def test_own_checkpoint_fits(trained_checkpoint, tiny_databin):
     """The checks accept the checkpoint fairseq-train will load, and it really loads."""
     from fairseq import checkpoint_utils
 
-    from taco_fairseq.checkpoints import checkpoint_to_load
+    from taco_fairseq.resume import checkpoint_to_load
 
     last = str(trained_checkpoint / "checkpoint_last.pt")
     for options, expected in (
@@ -282,10 +282,45 @@ def test_checkpoint_of_another_vocabulary(trained_checkpoint, tiny_databin, tmp_
     del state["task_state"]
     stock = tmp_path / "stock.pt"
     torch.save(state, stock)
-    smaller = _databin_with_dict(tiny_databin, tmp_path / "smaller", lines[:-10])
+    # (a larger one: a smaller dict.txt than its data's ids is refused when the data loads)
+    larger = _databin_with_dict(tiny_databin, tmp_path / "larger",
+                                [*lines, *(f"extra{i} 1\n" for i in range(10))])
     with pytest.raises(ValueError, match=r"another dictionary \(2001 symbols\) than --data's "
-                                         r"dict.txt \(1991 symbols\)"):
-        fairseq_setup(smaller, "--restore-file", str(stock))
+                                         r"dict.txt \(2011 symbols\)"):
+        fairseq_setup(larger, "--restore-file", str(stock))
+
+
+def test_a_dict_txt_shortened_after_binarization_is_named(tiny_databin, tmp_path):
+    """Before: training stopped in a data-loading worker with fairseq's "AssertionError:
+    Dataset contains mask_idx" (or an index error in the embedding)."""
+    lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    edited = _databin_with_dict(tiny_databin, tmp_path / "edited", lines[:-10])
+    with pytest.raises(ValueError, match=(
+            rf"--data: {re.escape(str(edited / 'valid.bin'))} holds token id \d+, but "
+            rf"{re.escape(str(edited / 'dict.txt'))} has ids up to 1989 \(its symbols and "
+            r"fairseq's 4 special ones\): dict.txt was changed after the data was binarized")):
+        fairseq_setup(edited)
+    fairseq_setup(_databin_with_dict(tiny_databin, tmp_path / "intact", lines))
+
+
+@pytest.mark.parametrize("case", ["parent is a file", "read-only"])
+def test_an_unusable_save_dir_stops_in_one_line(case, tiny_databin, tmp_path):
+    """Before: fairseq's NotADirectoryError or PermissionError traceback."""
+    if case == "parent is a file":
+        (tmp_path / "notes").write_text("a file\n")
+        save_dir, expected = tmp_path / "notes" / "run", f"{tmp_path / 'notes'} is a file"
+    elif os.geteuid() != 0:
+        save_dir = tmp_path / "locked"
+        save_dir.mkdir()
+        save_dir.chmod(0o555)
+        expected = f"cannot write checkpoints there (Permission denied: {save_dir} is read-only"
+    else:  # root writes anywhere permissions allow nobody: a kernel directory refuses it
+        save_dir = Path("/sys/kernel")
+        expected = "cannot write checkpoints there (Permission denied: /sys/kernel is read-only"
+    out = run_fairseq("fairseq-train", *train_args(tiny_databin, save_dir), check=False)
+    assert out.returncode == 1 and "Traceback" not in out.stdout
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"error: --save-dir {save_dir}: ") and expected in last, last
 
 
 def test_masked_lm_checkpoints_record_the_fingerprints(trained_checkpoint, tiny_databin,

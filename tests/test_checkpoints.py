@@ -102,7 +102,7 @@ def test_code_running_pickles_are_still_refused():
 
 
 def test_a_file_that_is_no_checkpoint_is_named(tmp_path):
-    from taco_fairseq.checkpoints import load_lazily
+    from taco_fairseq.metadata import load_lazily
     from taco_fairseq.errors import OptionError
 
     notes = tmp_path / "notes.pt"
@@ -130,7 +130,7 @@ def test_a_relative_data_path_is_found_beside_a_parent_of_the_checkpoint(tmp_pat
                                                                           monkeypatch):
     """A run started in the repository root records ``data-bin/x``; its checkpoint lies in
     ``checkpoints/run/``: the data-bin is found from anywhere (README's layout)."""
-    from taco_fairseq.checkpoints import recorded_data_dir
+    from taco_fairseq.metadata import recorded_data_dir
 
     (tmp_path / "data-bin" / "x").mkdir(parents=True)
     checkpoint = tmp_path / "checkpoints" / "run" / "checkpoint_last.pt"
@@ -144,7 +144,7 @@ def test_a_relative_data_path_is_found_beside_a_parent_of_the_checkpoint(tmp_pat
 def test_the_data_a_checkpoint_was_trained_on_is_named_only_where_the_file_is(tmp_path):
     """A GLUE fine-tuning records its task directory, which holds no SentencePiece model: the
     hint says so instead of naming a file that does not exist."""
-    from taco_fairseq.checkpoints import trained_on
+    from taco_fairseq.metadata import trained_on
 
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "dict.txt").write_text("a 1\n")
@@ -154,3 +154,44 @@ def test_the_data_a_checkpoint_was_trained_on_is_named_only_where_the_file_is(tm
     assert trained_on(checkpoint, state, "sentencepiece.bpe.model") == (
         f" It was trained on {tmp_path / 'data'} (no sentencepiece.bpe.model there).")
     assert trained_on(checkpoint, {"cfg": {"task": {}}}) == ""
+
+
+def test_fingerprints_keep_the_layout_of_older_checkpoints(trained_checkpoint, tiny_databin,
+                                                           tmp_path):
+    """Checkpoints written before the fingerprints moved into the task's saved state (by the
+    load-time recorder of taco_fairseq 0.1.0) hold them as ``task_state`` entries
+    ``dictionary_fingerprint`` ({size, sha256 of the symbols joined by newlines}) and
+    ``sentencepiece_sha256``: they are written and read the same way."""
+    import hashlib
+
+    from fairseq.data import Dictionary
+
+    from taco_fairseq import hub
+    from taco_fairseq.metadata import check_training_data, load_lazily
+
+    state = torch.load(trained_checkpoint / "checkpoint_last.pt", weights_only=True)
+    dictionary = Dictionary.load(str(tiny_databin / "dict.txt"))
+    dictionary.add_symbol("<mask>")
+    spm_model = tiny_databin / "sentencepiece.bpe.model"
+    old_layout = {
+        "dictionary_fingerprint": {
+            "size": len(dictionary),
+            "sha256": hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()},
+        "sentencepiece_sha256": hashlib.sha256(spm_model.read_bytes()).hexdigest(),
+    }
+    assert state["task_state"] == old_layout  # what new checkpoints record
+    # an old checkpoint (the old layout written by hand) loads and is checked alike
+    state["task_state"] = old_layout
+    old = tmp_path / "old.pt"
+    torch.save(state, old)
+    check_training_data(old, load_lazily(old), dictionary, "dict.txt", spm_model)
+    assert hub.from_pretrained(old, data_dir=tiny_databin).encode("The film").numel() > 2
+    other = tmp_path / "other.model"
+    other.write_bytes(spm_model.read_bytes() + b"\n")
+    with pytest.raises(ValueError, match="trained with another SentencePiece model"):
+        check_training_data(old, load_lazily(old), dictionary, "dict.txt", other)
+    swapped = Dictionary.load(str(tiny_databin / "dict.txt"))
+    swapped.symbols[10], swapped.symbols[11] = swapped.symbols[11], swapped.symbols[10]
+    swapped.add_symbol("<mask>")
+    with pytest.raises(ValueError, match="trained with another dictionary"):
+        check_training_data(old, load_lazily(old), swapped, "dict.txt")

@@ -17,7 +17,7 @@ from fairseq import options
 
 from conftest import USER_DIR, run_fairseq, run_script
 from taco_fairseq.analysis.training_log import parse_json_log
-from taco_fairseq.checkpoints import DICTIONARY_KEY, SENTENCEPIECE_KEY
+from taco_fairseq.metadata import DICTIONARY_KEY, SENTENCEPIECE_KEY
 from taco_fairseq.prep.glue_data import GluePrepOptions, prepare_glue
 from taco_fairseq.glue.options import parse_update_caps
 from taco_fairseq.glue.predict import FinetunedModel, read_predictions

@@ -10,6 +10,7 @@ import torch
 
 from conftest import REPO
 from taco_fairseq import hub
+from taco_fairseq.metadata import load_lazily, recorded_data_dir
 
 
 def _documented_example() -> str:
@@ -99,7 +100,7 @@ def test_errors_name_what_to_pass(trained_checkpoint, tiny_databin, tmp_path, mo
     with pytest.raises(ValueError, match=r"trained with another dictionary \(2001 symbols\) than "
                                          rf"{re.escape(str(other_vocabulary / 'dict.txt'))}"):
         hub.from_pretrained(trained_checkpoint, data_dir=other_vocabulary, sentencepiece_model=spm_file)
-    monkeypatch.setattr(hub, "recorded_data_dir", lambda checkpoint: str(tmp_path / "moved"))
+    monkeypatch.setattr(hub, "recorded_data_dir", lambda checkpoint, state: str(tmp_path / "moved"))
     with pytest.raises(FileNotFoundError,
                        match=r"data_dir= in Python, --data for scripts/export_to_hf.py"):
         hub.from_pretrained(trained_checkpoint)
@@ -154,7 +155,8 @@ def test_a_relative_data_path_is_looked_for_beside_the_checkpoint(trained_checkp
     elsewhere.mkdir()
     _databin_copy(tiny_databin, elsewhere / "databin", swap=True)
     monkeypatch.chdir(elsewhere)
-    assert hub.recorded_data_dir(run / "checkpoint_last.pt") == str(run / "databin")
+    assert recorded_data_dir(run / "checkpoint_last.pt",
+                             load_lazily(run / "checkpoint_last.pt")) == str(run / "databin")
     roberta = hub.from_pretrained(run / "checkpoint_last.pt")
     assert roberta.cfg.task.data == str(tiny_databin.resolve())
     # without one beside it: the current directory's, here one with another dictionary

@@ -1,6 +1,7 @@
 """Exact resume: a run interrupted mid-epoch and restarted from checkpoint_last.pt continues with
 the same batches, masks, dropout and TACO samples as an uninterrupted run."""
 
+import dataclasses
 import json
 import logging
 import re
@@ -11,7 +12,8 @@ import torch
 
 from conftest import ONE_THREAD, fairseq_setup, run_fairseq, train_args
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
-from taco_fairseq.checkpoints import checkpoint_to_load, restore_config
+from taco_fairseq.errors import OptionError
+from taco_fairseq.resume import checkpoint_to_load, restore_config
 
 #: logged per update; everything but timings
 LOGGED = ("loss", "mlm_loss", "tc_loss", "tc_accuracy", "tc_anchors", "tc_skipped", "ppl",
@@ -99,7 +101,7 @@ def test_unreadable_checkpoint_last_picks_the_newest_intact_checkpoint(trained_c
     for option in ([], ["--continue-once", str(tmp_path / "checkpoint_1_20.pt")],
                    ["--finetune-from-model", str(tmp_path / "checkpoint_1_20.pt")]):
         cfg, task, model, _ = fairseq_setup(tiny_databin, "--save-dir", str(tmp_path), *option)
-        restored = restore_config(cfg.checkpoint, task, model)
+        restored = restore_config(cfg.checkpoint, task, model, cfg.criterion)
         assert restored.restore_file == str(tmp_path / "checkpoint_1_20.pt"), option
         assert restored.finetune_from_model is None
     _cut_short(tmp_path / "checkpoint_1_20.pt")
@@ -110,3 +112,94 @@ def test_unreadable_checkpoint_last_picks_the_newest_intact_checkpoint(trained_c
             r"checkpoint_<epoch>_<updates>.pt or checkpoint<epoch>.pt to resume from. Move .* "
             "away to start from scratch")):
         fairseq_setup(tiny_databin, "--save-dir", str(tmp_path))
+
+
+def _resumable_copy(trained_checkpoint, save_dir):
+    """``save_dir`` holding the 20-update run's checkpoint_last.pt."""
+    save_dir.mkdir()
+    shutil.copy(trained_checkpoint / "checkpoint_last.pt", save_dir / "checkpoint_last.pt")
+    return save_dir
+
+
+@pytest.mark.parametrize("changed, message", [
+    (["--tc-negatives", "20"], "--tc-negatives 50 in the checkpoint, 20 in this run"),
+    (["--tc-window", "7"], "--tc-window 5 in the checkpoint, 7 in this run"),
+    (["--tc-temperature", "0.1", "--tc-positions", "masked"],
+     "--tc-positions all in the checkpoint, masked in this run; --tc-temperature 0.07 in the "
+     "checkpoint, 0.1 in this run"),
+    (["--mask-prob", "0.3"], "--mask-prob 0.15 in the checkpoint, 0.3 in this run"),
+    (["--tc-embedding", "token"], "--tc-embedding layer-output in the checkpoint, token in this"),
+])
+def test_a_resume_with_another_objective_is_refused(trained_checkpoint, tiny_databin, tmp_path,
+                                                    changed, message):
+    """Before: the run continued from checkpoint_last.pt with the new value, without a word."""
+    save_dir = _resumable_copy(trained_checkpoint, tmp_path / "run")
+    fairseq_setup(tiny_databin, "--save-dir", str(save_dir))  # the same objective resumes
+    with pytest.raises(OptionError, match=(
+            rf"{re.escape(str(save_dir / 'checkpoint_last.pt'))} \(update 20\) was trained with "
+            rf"another objective than this run's: {re.escape(message)}.*add "
+            "--tc-allow-changed-objective")):
+        fairseq_setup(tiny_databin, "--save-dir", str(save_dir), *changed)
+
+
+def test_a_changed_objective_resumes_when_the_user_says_so(trained_checkpoint, tiny_databin,
+                                                           tmp_path, caplog):
+    save_dir = _resumable_copy(trained_checkpoint, tmp_path / "run")
+    with caplog.at_level(logging.WARNING):
+        fairseq_setup(tiny_databin, "--save-dir", str(save_dir), "--tc-negatives", "20",
+                      "--tc-allow-changed-objective")
+    assert ("--tc-allow-changed-objective: resuming " f"{save_dir / 'checkpoint_last.pt'} "
+            "(update 20) with another objective: --tc-negatives 50 in the checkpoint, 20 in "
+            "this run") in caplog.text
+    # starting from the checkpoint's weights at update 0 is a new run, not a resume
+    fairseq_setup(tiny_databin, "--save-dir", str(tmp_path / "new"), "--restore-file",
+                  str(save_dir / "checkpoint_last.pt"), "--reset-optimizer", "--tc-window", "7")
+    fairseq_setup(tiny_databin, "--save-dir", str(tmp_path / "fine"), "--finetune-from-model",
+                  str(save_dir / "checkpoint_last.pt"), "--criterion", "mlm")
+
+
+def test_changing_the_criterion_is_a_changed_objective(trained_checkpoint, tiny_databin,
+                                                       tmp_path):
+    save_dir = _resumable_copy(trained_checkpoint, tmp_path / "run")
+    with pytest.raises(OptionError, match="--criterion taco in the checkpoint, mlm in this run"):
+        fairseq_setup(tiny_databin, "--save-dir", str(save_dir), "--criterion", "mlm")
+
+
+def test_every_option_of_the_objective_is_compared():
+    """Each option of the task and criteria is either compared on resume or named as not
+    defining the objective: a new TC option cannot escape the check unnoticed."""
+    from fairseq.dataclass import FairseqDataclass
+
+    from taco_fairseq.criterion import MlmConfig, TacoConfig
+    from taco_fairseq.resume import NOT_OBJECTIVE_OPTIONS, OBJECTIVE_OPTIONS
+    from taco_fairseq.task import TacoMaskedLMConfig
+
+    def own(config, base):
+        return {f.name for f in dataclasses.fields(config)} - {
+            f.name for f in dataclasses.fields(base)} - {"tpu"}  # tpu: fairseq's common.tpu
+
+    task_options = {f.name for f in dataclasses.fields(TacoMaskedLMConfig)
+                    if f.name.startswith(("tc_", "mask_", "leave_", "random_", "freq_"))}
+    criterion_options = own(TacoConfig, FairseqDataclass) | own(MlmConfig, FairseqDataclass)
+    assert task_options - set(NOT_OBJECTIVE_OPTIONS) == set(OBJECTIVE_OPTIONS["task"]) - {"_name"}
+    assert criterion_options - set(NOT_OBJECTIVE_OPTIONS) == (
+        set(OBJECTIVE_OPTIONS["criterion"]) - {"_name"})
+
+
+def test_a_finished_run_started_again_leaves_its_checkpoints_as_they_are(trained_checkpoint,
+                                                                       tiny_databin, tmp_path):
+    """Before: fairseq trained update 21 past --max-update 20 and overwrote checkpoint_last.pt
+    and checkpoint_best.pt with it."""
+    save_dir = tmp_path / "run"
+    shutil.copytree(trained_checkpoint, save_dir)
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in save_dir.iterdir()}
+    assert {"checkpoint_last.pt", "checkpoint_best.pt"} <= set(before)
+    out = run_fairseq("fairseq-train", *train_args(tiny_databin, save_dir))
+    assert "done training: the checkpoint loaded holds 20 updates, --max-update is 20" in (
+        out.stdout)
+    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in save_dir.iterdir()}
+    assert after == before
+    # one more update is asked for: it trains on
+    run_fairseq("fairseq-train", *train_args(tiny_databin, save_dir, "--max-update", "21"))
+    state = torch.load(save_dir / "checkpoint_last.pt", weights_only=True)
+    assert state["optimizer_history"][-1]["num_updates"] == 21

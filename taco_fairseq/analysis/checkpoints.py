@@ -17,7 +17,7 @@ import torch
 from fairseq.checkpoint_utils import checkpoint_paths
 from fairseq.models.roberta import RobertaHubInterface
 
-from ..checkpoints import load_lazily
+from ..metadata import load_lazily
 from ..hub import from_pretrained
 
 logger = logging.getLogger(__name__)

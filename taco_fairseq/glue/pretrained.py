@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..checkpoints import (DICTIONARY_KEY, check_dictionary, data_fingerprints, load_lazily,
-                           recorded_data_dir, saved_option)
+from ..metadata import (DICTIONARY_KEY, check_dictionary, check_training_data, data_fingerprints,
+                        load_lazily, load_task_dictionary, recorded_data_dir, saved_option)
 from ..errors import InputNotFoundError, OptionError
 from ..prep.pretraining import DICT_FILE, MODEL_FILE
 from ..prep.glue_data import INFO_FILE, read_prep_info
-from ..pretrained import check_training_data, load_task_dictionary
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +152,7 @@ def check_compatible(
 def check_glue_data_fits(data: Path, task_dir: Path, checkpoints: str) -> None:
     """:func:`check_glue_data` before pre-training, for the ``checkpoints`` (a description,
     for messages) that a pre-training on the data-bin ``data`` will save: against the
-    fingerprints they will record (:func:`taco_fairseq.checkpoints.data_fingerprints`), so that
+    fingerprints they will record (:func:`taco_fairseq.metadata.data_fingerprints`), so that
     GLUE data prepared with another dictionary or SentencePiece model is an error at once, with
     the message fine-tuning would give.
 
@@ -167,13 +166,13 @@ def check_glue_data_fits(data: Path, task_dir: Path, checkpoints: str) -> None:
 
 
 def check_glue_data(checkpoint, state: dict, task_dir: Path):
-    """:func:`taco_fairseq.pretrained.check_training_data` for a prepared GLUE task
+    """:func:`taco_fairseq.metadata.check_training_data` for a prepared GLUE task
     directory: its ``input0/dict.txt`` and the SentencePiece model its ``prep_info.json``
     records (by SHA-256).
 
     Args:
         checkpoint: a pre-training or fine-tuned checkpoint (path, for messages).
-        state: the checkpoint (:func:`taco_fairseq.checkpoints.load_lazily`).
+        state: the checkpoint (:func:`taco_fairseq.metadata.load_lazily`).
         task_dir: the prepared task directory.
 
     Returns:

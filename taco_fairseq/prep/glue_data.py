@@ -38,10 +38,9 @@ from typing import Dict, List, Optional, Sequence
 import sentencepiece as spm
 from fairseq.data import Dictionary
 
-from ..checkpoints import file_sha256, load_lazily
 from ..glue.tasks import TASKS, GlueTask, get_tasks
 from ..glue.tsv import TsvSplit, read_split
-from ..pretrained import check_training_data, load_task_dictionary
+from ..metadata import check_training_data, file_sha256, load_lazily, load_task_dictionary
 from .binarize import DatasetWriter
 from .pretraining import DICT_FILE, MODEL_FILE
 from .vocabulary import DictionaryEncoder
@@ -108,7 +107,7 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
             ``dict.txt`` that holds too few of the pieces of the model next to it
             (:class:`taco_fairseq.prep.vocabulary.DictionaryEncoder`), or a ``checkpoint``
             trained with another dictionary or SentencePiece model
-            (:func:`taco_fairseq.pretrained.check_training_data`).
+            (:func:`taco_fairseq.metadata.check_training_data`).
     """
     pretraining = Path(options.pretraining_data)
     for name in (MODEL_FILE, DICT_FILE):

@@ -1,0 +1,253 @@
+"""Which checkpoint ``fairseq-train`` resumes from, and the checks before and after it loads it:
+for every task of a ``--user-dir taco_fairseq`` run, fairseq's ``checkpoint_utils.
+load_checkpoint`` goes through :func:`restore_config` first and :func:`stop_if_finished` after
+(:mod:`taco_fairseq.fairseq_patches`). What each check catches: docs/reliability.md. What a
+checkpoint records and how it is read: :mod:`taco_fairseq.metadata`."""
+
+import copy
+import logging
+import os
+import re
+import sys
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from fairseq import checkpoint_utils
+from fairseq.file_io import PathManager
+from omegaconf import open_dict
+
+from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
+from .metadata import (DICTIONARY_KEY, SENTENCEPIECE_KEY, canonical_weights, check_dictionary,
+                       load_lazily, saved_option, warn_once)
+
+#: fairseq's default ``--restore-file``: resume from ``<save-dir>/checkpoint_last.pt`` if any.
+DEFAULT_RESTORE_FILE = "checkpoint_last.pt"
+#: The options that define a ``taco_masked_lm`` run's objective, by config group: a resume
+#: with another value of one is refused (:func:`check_objective_unchanged`). ``_name`` is the
+#: task or criterion itself. ``tests/test_resume.py`` checks that every TC, masking and
+#: criterion option is here or in :data:`NOT_OBJECTIVE_OPTIONS`.
+OBJECTIVE_OPTIONS: Dict[str, Tuple[str, ...]] = {
+    "task": ("_name", "tc_window", "tc_negatives", "tc_positions", "tc_exclude_special_tokens",
+             "tc_cross_worker_negatives", "mask_prob", "leave_unmasked_prob",
+             "random_token_prob", "freq_weighted_replacement", "mask_whole_words",
+             "mask_multiple_length", "mask_stdev"),
+    "criterion": ("_name", "tc_weight", "tc_temperature", "tc_embedding", "tc_detach_keys",
+                  "mlm_positions"),
+}
+#: The option that allows a resume with other :data:`OBJECTIVE_OPTIONS` (a task option).
+ALLOW_CHANGED_OBJECTIVE = "tc_allow_changed_objective"
+#: Options of the task and criteria that do not change the objective: the opt-in above and
+#: the online diagnostics (logged only).
+NOT_OBJECTIVE_OPTIONS = (ALLOW_CHANGED_OBJECTIVE, "no_context_similarity")
+
+logger = logging.getLogger(__name__)
+
+
+def checkpoint_to_load(cfg) -> Optional[str]:
+    """The checkpoint ``fairseq-train`` will load given fairseq's ``checkpoint`` config
+    ``cfg``, or None for a fresh start; for an unreadable ``checkpoint_last.pt`` the intact
+    numbered checkpoint with the most updates (with a warning).
+
+    Raises:
+        InputNotFoundError: ``--restore-file`` (not the default) or ``--continue-once`` names no
+            file (fairseq would silently start from scratch).
+        OptionError: ``checkpoint_last.pt`` is unreadable and no intact checkpoint is there.
+    """
+    last = _last_checkpoint(cfg)
+    if cfg.restore_file != DEFAULT_RESTORE_FILE:
+        path = cfg.restore_file.replace(".pt", cfg.checkpoint_suffix + ".pt")
+        if not PathManager.isfile(path):
+            raise InputNotFoundError(
+                f"--restore-file {path}: no such checkpoint (fairseq would start from scratch)"
+                f"{hydra_relative_path_hint(path)}. Fix the path, or leave --restore-file out to "
+                f"resume from {last} or start afresh.")
+        if PathManager.isfile(last) and os.path.abspath(path) != os.path.abspath(last):
+            logger.warning(
+                f"loading --restore-file {path}, not {last}: this run restarts from {path}. "
+                f"To resume an interrupted run, leave --restore-file out (use --continue-once "
+                f"{path} to start from it only when {last} does not exist)")
+        return path
+    if PathManager.isfile(last):
+        try:
+            load_lazily(last)
+            return last
+        except Exception:  # torch raises EOFError, RuntimeError, ... for such files
+            return _newest_intact_checkpoint(cfg, last)
+    if cfg.continue_once is not None:
+        if not PathManager.isfile(cfg.continue_once):
+            raise InputNotFoundError(
+                f"--continue-once {cfg.continue_once}: no such checkpoint (fairseq would start "
+                "from scratch). Fix the path or leave the option out.")
+        return cfg.continue_once
+    if cfg.finetune_from_model is not None and PathManager.isfile(cfg.finetune_from_model):
+        return cfg.finetune_from_model
+    return None  # fresh start (fairseq reports a missing --finetune-from-model itself)
+
+
+def restore_config(cfg, task, model, criterion_cfg):
+    """The ``checkpoint`` config with which fairseq-train loads its checkpoint: ``cfg``, or a
+    copy naming the newest intact checkpoint (:func:`checkpoint_to_load`). For RoBERTa models
+    the checkpoint is checked to fit (:func:`check_checkpoint_fits`), a resume of
+    ``taco_masked_lm`` to keep its objective (:func:`check_objective_unchanged`, with the
+    task's config and ``criterion_cfg``, the training config's ``criterion``), and the task
+    gets the data fingerprints the checkpoint records (fairseq's trainer does not restore a
+    task's state; a masked-LM task saves those of its own data in their place,
+    :func:`taco_fairseq.metadata.masked_lm_state_dict`): a GLUE fine-tuning's checkpoints
+    record its pre-training data's.
+
+    Raises:
+        OptionError, InputNotFoundError: from the functions named.
+    """
+    from fairseq.models.roberta import RobertaModel
+
+    path = checkpoint_to_load(cfg)
+    if path is None:
+        return cfg
+    last = _last_checkpoint(cfg)
+    if isinstance(model, RobertaModel):
+        state = load_lazily(path)
+        check_checkpoint_fits(path, state, model, task.source_dictionary)
+        starts_from_weights = cfg.reset_optimizer or (
+            path == cfg.finetune_from_model and not PathManager.isfile(last))
+        if not starts_from_weights:
+            check_objective_unchanged(path, state, task.cfg, criterion_cfg)
+        task_state = state.get("task_state") or {}
+        task.load_state_dict({key: task_state[key] for key in (
+            DICTIONARY_KEY, SENTENCEPIECE_KEY) if key in task_state})
+    if cfg.restore_file != DEFAULT_RESTORE_FILE or path == last or not PathManager.isfile(last):
+        return cfg  # fairseq loads path itself
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        # fairseq appends --checkpoint-suffix to an explicit --restore-file itself
+        cfg.restore_file = path[: len(path) - len(f"{cfg.checkpoint_suffix}.pt")] + ".pt"
+        cfg.finetune_from_model = None  # fairseq refuses it next to an explicit restore file
+    return cfg
+
+
+def changed_objective_options(state: dict, task_cfg, criterion_cfg) -> List[Tuple[str, object,
+                                                                                  object]]:
+    """``(option, value in the checkpoint, value here)`` for each of :data:`OBJECTIVE_OPTIONS`
+    that the checkpoint ``state`` records with another value than ``task_cfg`` or
+    ``criterion_cfg`` hold; options a checkpoint does not record (older versions) are
+    skipped. ``option`` is spelled as on the command line (``--tc-negatives``)."""
+    changed = []
+    for group, current in (("task", task_cfg), ("criterion", criterion_cfg)):
+        for name in OBJECTIVE_OPTIONS[group]:
+            key = name if name != "_name" or state.get("args") is None else group
+            saved = saved_option(state, group, key)
+            here = getattr(current, name, None)
+            if saved is None or here is None:
+                continue
+            saved, here = getattr(saved, "value", saved), getattr(here, "value", here)
+            if saved != here:
+                flag = f"--{group}" if name == "_name" else f"--{name.replace('_', '-')}"
+                changed.append((flag, saved, here))
+    return changed
+
+
+def check_objective_unchanged(path, state: dict, task_cfg, criterion_cfg) -> None:
+    """Refuse to resume ``taco_masked_lm`` from the checkpoint ``path`` (``state``) with other
+    values of :data:`OBJECTIVE_OPTIONS` (:func:`changed_objective_options`) than it was
+    trained with: the run would change its objective midway while its checkpoints record only
+    the new values. With ``--tc-allow-changed-objective`` a warning names the changes instead.
+    Tasks without that option (fairseq's own) are not checked.
+
+    Raises:
+        OptionError: naming each changed option with the checkpoint's value and this run's.
+    """
+    allowed = getattr(task_cfg, ALLOW_CHANGED_OBJECTIVE, None)
+    if allowed is None:
+        return
+    changed = changed_objective_options(state, task_cfg, criterion_cfg)
+    if not changed:
+        return
+    updates = (state.get("optimizer_history") or [{}])[-1].get("num_updates", "?")
+    listed = "; ".join(f"{flag} {saved} in the checkpoint, {here} in this run"
+                       for flag, saved, here in changed)
+    if allowed:
+        logger.warning(f"--tc-allow-changed-objective: resuming {path} (update {updates}) with "
+                       f"another objective: {listed}. Its later checkpoints record the new "
+                       "values")
+        return
+    raise OptionError(
+        f"{path} (update {updates}) was trained with another objective than this run's: "
+        f"{listed}. Resume with the checkpoint's values; to change them from update {updates} "
+        "on, add --tc-allow-changed-objective; to start a new run, use another --save-dir (or "
+        "--reset-optimizer to start from the checkpoint's weights at update 0)")
+
+
+def check_checkpoint_fits(path: str, state: dict, model: torch.nn.Module, dictionary) -> None:
+    """Check that the checkpoint at ``path`` (``state``, :func:`taco_fairseq.metadata.
+    load_lazily`) was trained on ``dictionary`` and fits ``model`` (parameter names and shapes).
+
+    Raises:
+        OptionError: another dictionary, ``--arch``, size options or ``--max-positions``.
+    """
+    check_dictionary(path, state, dictionary, "--data's dict.txt")
+    weights = canonical_weights(state["model"])
+    expected = canonical_weights(model.state_dict())
+    positions = "sentence_encoder.embed_positions.weight"
+    missing = sorted(expected.keys() - weights.keys())
+    mismatched = sorted(
+        f"{name}: {tuple(weights[name].shape)} in the checkpoint, {tuple(t.shape)} here"
+        for name, t in expected.items() if name in weights and weights[name].shape != t.shape)
+    if mismatched and not missing and all(m.startswith(positions) for m in mismatched):
+        saved = saved_option(state, "model", "max_positions")
+        raise OptionError(
+            f"checkpoint {path} was pre-trained with --max-positions {saved} "
+            f"({len(weights[positions])} position embeddings); the model being trained has "
+            f"--max-positions {model.max_positions()}. Use --max-positions {saved} (hydra: "
+            f"task.max_positions and model.max_positions); sentence_prediction cuts longer "
+            "inputs with --shorten-method truncate.")
+    if missing or mismatched:
+        arch = (saved_option(state, "model", "arch") or saved_option(state, "model", "_name")
+                or "unknown")
+        details = "; ".join(mismatched[:3] + [f"missing {name}" for name in missing[:3]])
+        raise OptionError(
+            f"checkpoint {path} (--arch {arch}) does not fit the model being trained: "
+            f"{details}{' ...' if len(missing) + len(mismatched) > 3 else ''}. Train with the "
+            "checkpoint's --arch and size options, or start from scratch (another --save-dir, "
+            "no --restore-file).")
+
+
+def stop_if_finished(trainer) -> None:
+    """End the process (status 0) when the checkpoint just loaded holds a finished run: its
+    updates reach ``--max-update``. fairseq would train one more update and overwrite
+    ``checkpoint_last.pt`` and ``checkpoint_best.pt`` with it; a finished run started again
+    leaves them as they are. The log line says ``done training`` as fairseq's does at the end
+    of a run (scripts that look for it see a finished run)."""
+    cfg = trainer.cfg
+    max_update, updates = cfg.optimization.max_update, trainer.get_num_updates()
+    if not max_update or updates < max_update:
+        return
+    logger.info(f"done training: the checkpoint loaded holds {updates} updates, --max-update is "
+                f"{max_update}; nothing to train, the checkpoints in {cfg.checkpoint.save_dir} "
+                "are left as they are. Raise --max-update to train on")
+    sys.exit(0)
+
+
+def _last_checkpoint(cfg) -> str:
+    return os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
+
+
+def _newest_intact_checkpoint(cfg, last: str) -> str:
+    """The readable numbered checkpoint of ``--save-dir`` with the most updates."""
+    numbered = r"checkpoint(?:_\d+_\d+|\d+)" + re.escape(f"{cfg.checkpoint_suffix}.pt")
+    candidates = {}
+    for path in sorted(checkpoint_utils.checkpoint_paths(cfg.save_dir, numbered)):
+        try:
+            candidates[path] = int(load_lazily(path)["optimizer_history"][-1]["num_updates"])
+        except Exception:  # unreadable, or no update count
+            continue
+    if not candidates:
+        raise OptionError(
+            f"{last} cannot be read (cut short, e.g. by a kill while fairseq copied it) and "
+            f"{cfg.save_dir} has no intact checkpoint_<epoch>_<updates>.pt or "
+            f"checkpoint<epoch>.pt to resume from. Move {last} away to start from scratch, "
+            "or pass --restore-file with a checkpoint to start from")
+    path = max(candidates, key=candidates.get)
+    warn_once(
+        f"{last} cannot be read (cut short, e.g. by a kill while fairseq copied it): resuming "
+        f"from {path}, the intact checkpoint with the most updates ({candidates[path]}). The "
+        f"unreadable file is left as it is; the next save replaces it")
+    return path

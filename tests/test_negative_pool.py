@@ -139,3 +139,37 @@ def test_the_examples_table_agrees_with_the_readme():
     assert {int(g) for g, _, _ in rows} == {1, 8, 64}
     for _, pool, distinct in rows:
         assert distinct == f"{expected_distinct(_number(pool) - 1):.1f}"
+
+
+def _parameters(arch, vocabulary=30522):
+    """Parameters of ``arch`` with the paper's vocabulary (and fairseq's ``<mask>``)."""
+    from fairseq import options
+    from fairseq.data import Dictionary
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    dictionary = Dictionary()
+    while len(dictionary) < vocabulary:
+        dictionary.add_symbol(f"w{len(dictionary)}")
+    dictionary.add_symbol("<mask>")
+    task = type("Task", (), {"source_dictionary": dictionary, "dictionary": dictionary})
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        "/data", "--task", "masked_lm", "--arch", arch, "--tokens-per-sample", "256",
+        "--max-positions", "256"])
+    model = ARCH_MODEL_REGISTRY[arch].build_model(args, task)
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_the_readme_compares_the_all_gather_with_the_gradient_all_reduce():
+    """The prose under the table: the fp16 gradients' ring all-reduce on 8 GPUs and its ratio
+    to the negatives' all-gather."""
+    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    gpus = 8
+    ratios = []
+    for name, arch, hidden in (("BERT-small", "roberta_small", 512),
+                               ("BERT-base", "roberta_base", 768)):
+        parameters = _parameters(arch)
+        all_reduce = 2 * (gpus - 1) / gpus * 2 * parameters / 1e6
+        gather = (gpus - 1) / gpus * SEQUENCES_PER_UPDATE * TOKENS * hidden * 4 / 1e6
+        ratios.append(gather / all_reduce)
+        assert f"{all_reduce:.0f} MB ({name}, {parameters / 1e6:.1f}M" in text
+    assert f"about {ratios[0]:.0f}× (small) and {ratios[1]:.1f}× (base)" in text

@@ -39,8 +39,10 @@ def test_dry_run_writes_every_result_and_the_summary(tmp_path):
     assert "| tiny | roberta_tiny |" in (out / "benchmark.md").read_text()
     assert "## Wall time" in (out / "study" / "report.md").read_text()
     for name in ("pool-tiny", "two-processes-gloo-batch1"):
-        row = next(line for line in summary.splitlines() if line.startswith(f"| {name} | "))
-        assert row.split(" | ")[1] == "2"  # updates logged
+        # the step's row, then the run's: updates logged and the last update's metrics
+        step_row, run_row = [line.split(" | ") for line in summary.splitlines()
+                             if line.startswith(f"| {name} | ")]
+        assert step_row[1] == "ok" and run_row[1] == "2"
     assert "| yes: TC loss on all 2 updates with one sequence per process" in summary
 
 

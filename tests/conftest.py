@@ -196,6 +196,26 @@ def train_args(databin, save_dir, *extra):
     ]
 
 
+#: The pre-training recipes as documented (examples/taco/config links to taco_fairseq/config).
+RECIPES = REPO / "examples" / "taco" / "config" / "pretraining"
+
+
+def compose_recipe(name):
+    """The hydra config ``fairseq-hydra-train --config-name NAME`` builds from a pre-training
+    recipe (``task.data`` and ``common.user_dir`` set to placeholders), with fairseq's
+    defaults added."""
+    from fairseq.dataclass.initialize import add_defaults, hydra_init
+    from hydra import compose, initialize_config_dir
+
+    hydra_init()
+    # version_base 1.1, as fairseq's own hydra calls: a later one is global and would make
+    # fairseq's hydra.experimental.initialize raise in the tests that follow
+    with initialize_config_dir(config_dir=str(RECIPES), version_base="1.1"):
+        cfg = compose(config_name=name, overrides=["task.data=/data", "++common.user_dir=/u"])
+    add_defaults(cfg)
+    return cfg
+
+
 @pytest.fixture(scope="session")
 def trained_checkpoint(tiny_databin, tmp_path_factory):
     """A roberta_tiny TACO run of 20 updates; returns its save directory."""

@@ -11,8 +11,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from fairseq.distributed import LegacyDistributedDataParallel, ModuleProxyWrapper
+from fairseq.distributed import utils as distributed_utils
 
 from conftest import fairseq_setup
+from taco_fairseq.distributed import complete_negatives
 
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
 
@@ -93,7 +95,9 @@ def ddp_variants(databin, rank, world_size):
 
 def cross_worker(databin, rank, world_size):
     """The TC loss and its gradient with cross-worker negatives: step 0 on this rank's first
-    batch; step 1 on the same batch with rank 1 playing fairseq's padding (dummy) batch."""
+    batch; step 1 on the same batch with rank 1 playing fairseq's padding (dummy) batch; then
+    the negatives that batch draws (``"drawn"``: indices into the gathered pool of all ranks'
+    candidates, ``[anchors, K]``, and the ranks' candidate counts)."""
     torch.manual_seed(1)
     _, task, model, criterion = fairseq_setup(
         databin, "--tc-cross-worker-negatives", "--sample-break-mode", "none", *NO_DROPOUT
@@ -113,7 +117,13 @@ def cross_worker(databin, rank, world_size):
             "grad": [torch.zeros_like(p) if p.grad is None else p.grad.clone()
                      for p in model.parameters()],
         })
-    return {"steps": steps, "model": model.state_dict(), "sample": sample}
+    sample["taco"].dummy = False
+    rows = sample["net_input"]["src_tokens"].numel()
+    drawn = complete_negatives(torch.zeros(rows, 1), sample["taco"], across_workers=True)
+    pool_sizes = [int(n) for n in distributed_utils.all_gather(
+        torch.tensor([len(sample["taco"].candidates)]), dist.group.WORLD, return_tensor=True)]
+    return {"steps": steps, "model": model.state_dict(), "sample": sample,
+            "drawn": {"negative": drawn.negative - rows, "pool_sizes": pool_sizes}}
 
 
 JOBS = {"ddp-variants": ddp_variants, "cross-worker": cross_worker}

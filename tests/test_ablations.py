@@ -8,7 +8,8 @@ import pytest
 import torch
 from fairseq import checkpoint_utils, modules
 
-from conftest import REPO, USER_DIR, fairseq_setup, first_batch, run_fairseq, train_args
+from conftest import (RECIPES, USER_DIR, compose_recipe, fairseq_setup, first_batch,
+                      run_fairseq, train_args)
 from taco_fairseq import hub
 from taco_fairseq.diagnostics import last_layer_states
 from taco_fairseq.loss import global_bias
@@ -17,7 +18,6 @@ from taco_fairseq.analysis.training_log import parse_json_log
 
 MLM = ("--task", "masked_lm", "--criterion", "mlm")
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
-RECIPES = REPO / "examples" / "taco" / "config" / "pretraining"
 
 
 def _train(databin, save_dir, *extra):
@@ -190,16 +190,9 @@ def test_mlm_tp_recipe_trains_with_hydra(synthetic_databin, tmp_path):
                                       "model.freeze_token_embeddings": True}),
 ])
 def test_recipes_compose(name, expected):
-    from fairseq.dataclass.initialize import add_defaults, hydra_init
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    hydra_init()
-    # version_base 1.1, as fairseq's own hydra calls: a later one is global and would make
-    # fairseq's hydra.experimental.initialize raise in the tests that follow
-    with initialize_config_dir(config_dir=str(RECIPES), version_base="1.1"):
-        cfg = compose(config_name=name, overrides=["task.data=/data", "++common.user_dir=/u"])
-    add_defaults(cfg)
+    cfg = compose_recipe(name)
     for key, value in expected.items():
         assert OmegaConf.select(cfg, key) == value, key
     assert cfg.model._name == "roberta_small" and cfg.optimization.max_update == 250000

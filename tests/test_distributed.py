@@ -161,6 +161,31 @@ def test_two_workers_equal_one_worker_holding_both_batches(two_workers, syntheti
         torch.testing.assert_close(g0 + g1, ref, rtol=1e-4, atol=1e-6 * scale)
 
 
+def test_negatives_come_from_the_sequences_of_both_workers(two_workers):
+    """Each rank's negatives, as drawn on two gloo processes, hit every sequence of both ranks
+    but never the anchor's own, and come from the other rank in the share uniform sampling over
+    all candidates outside the anchor's sequence gives."""
+    samples = [rank["sample"] for rank in two_workers]
+    pool_sizes = two_workers[0]["drawn"]["pool_sizes"]
+    assert pool_sizes == [len(s["taco"].candidates) for s in samples]
+    offsets = [0, pool_sizes[0]]
+    # the (rank, sequence) of every candidate of the gathered pool, in rank order
+    sequence_of = [(r, int(row)) for r, s in enumerate(samples)
+                   for row in s["taco"].candidates // s["net_input"]["src_tokens"].size(1)]
+    every_sequence = set(sequence_of)
+    assert len({r for r, _ in every_sequence}) == 2
+    for rank, result in enumerate(two_workers):
+        taco, negative = samples[rank]["taco"], result["drawn"]["negative"]
+        assert negative.shape == (len(taco.anchor), 50)
+        start = (taco.anchor_row_start + offsets[rank]).unsqueeze(1)
+        own = (negative >= start) & (negative < start + taco.anchor_row_length.unsqueeze(1))
+        assert not own.any()
+        assert {sequence_of[i] for i in negative.flatten().tolist()} == every_sequence
+        other = (negative < offsets[rank]) | (negative >= offsets[rank] + pool_sizes[rank])
+        expected = (pool_sizes[1 - rank] / (sum(pool_sizes) - taco.anchor_row_length)).mean()
+        assert abs(float(other.float().mean()) - float(expected)) < 0.03
+
+
 def test_dummy_batch_shares_no_keys(two_workers, synthetic_databin):
     """With rank 1 on fairseq's padding batch, rank 0 draws only from its own batch."""
     rank0 = two_workers[0]

@@ -55,6 +55,13 @@ def _sequences_per_update(cfg) -> int:
     return cfg.dataset.batch_size * cfg.optimization.update_freq[0] * world
 
 
+def _negative_pool(cfg) -> int:
+    """Sequences each anchor's negatives are drawn from (README, "Many GPUs: the negative
+    pool"): one step's batches of all workers with --tc-cross-worker-negatives."""
+    assert cfg.task.tc_cross_worker_negatives
+    return cfg.dataset.batch_size * cfg.distributed_training.distributed_world_size
+
+
 def test_torchrun_command(eight_gpus, monkeypatch):
     words = shlex.split(_documented_block("launch-torchrun").replace("\\\n", " "))
     launcher = words[: words.index("-m")]
@@ -63,6 +70,7 @@ def test_torchrun_command(eight_gpus, monkeypatch):
     per_node = int(launcher[launcher.index("--nproc-per-node") + 1])
     cfg = _fairseq_cfg(words[words.index("-m") + 2:], monkeypatch)
     assert _sequences_per_update(cfg) == SEQUENCES_PER_UPDATE
+    assert _negative_pool(cfg) == 256  # the official code's one forward: 256-512
     # what torchrun sets for the 4th process of node 1
     rank = 1 * per_node + 3
     for name, value in (("MASTER_ADDR", "node0"), ("MASTER_PORT", "29500"),
@@ -86,6 +94,7 @@ def test_slurm_command(eight_gpus, monkeypatch, tmp_path):
     assert int(sbatch["nodes"]) * int(sbatch["ntasks-per-node"]) == dist.distributed_world_size
     assert int(sbatch["gpus-per-node"]) == int(sbatch["ntasks-per-node"])  # one task per GPU
     assert _sequences_per_update(cfg) == SEQUENCES_PER_UPDATE
+    assert _negative_pool(cfg) == 256  # the official code's one forward: 256-512
     scontrol = tmp_path / "scontrol"  # SLURM's `scontrol show hostnames gpu[01-02]`
     scontrol.write_text("#!/bin/sh\nprintf 'gpu01\\ngpu02\\n'\n")
     scontrol.chmod(0o755)

@@ -1,0 +1,175 @@
+"""The negative pool of the recipes and documented command lines (README.md, "Many GPUs: the
+negative pool"): the TACO recipes and multi-GPU commands draw negatives across workers, and
+the README's table of pools, distinct sequences and all-gather sizes is what the sampler and
+the tensor sizes give."""
+
+import re
+import shlex
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import RECIPES, REPO, compose_recipe
+from taco_fairseq.comparison.objectives import objective_args
+from taco_fairseq.distributed import global_negative_index
+from taco_fairseq.sampling import sample_contrastive_positions, sample_cross_worker_positions
+
+#: the recipes' shape: sequences per update, tokens per sequence, GPUs of their update_freq
+SEQUENCES_PER_UPDATE, TOKENS, RECIPE_GPUS = 1280, 256, 8
+HIDDEN = {"BERT-small": 512, "BERT-base": 768}
+K = 50
+
+
+def expected_distinct(others: int, k: int = K) -> float:
+    """Expected number of distinct sequences among ``k`` negatives drawn uniformly with
+    replacement from ``others`` equally long sequences: others · (1 − (1 − 1/others)^k), the
+    expected number of occupied cells when k balls fall into ``others`` cells (the classical
+    occupancy problem, Feller, *An Introduction to Probability Theory*, vol. 1, II.11)."""
+    return others * (1 - (1 - 1 / others) ** k)
+
+
+@pytest.mark.parametrize("path", sorted(p for p in RECIPES.glob("*_*.yaml")
+                                        if not p.stem.startswith("bert_")),
+                         ids=lambda p: p.stem)
+def test_taco_recipes_draw_negatives_from_all_workers(path):
+    cfg = compose_recipe(path.stem)
+    if cfg.criterion._name != "taco":
+        assert "tc_cross_worker_negatives" not in cfg.task  # masked_lm has no negatives
+        return
+    assert cfg.task.tc_cross_worker_negatives is True
+    batch, update_freq = cfg.dataset.batch_size, cfg.optimization.update_freq[0]
+    assert batch * update_freq * RECIPE_GPUS == SEQUENCES_PER_UPDATE
+    assert batch * RECIPE_GPUS == 256  # the pool on the recipe's 8 GPUs
+
+
+def test_the_comparison_reads_the_option_from_the_recipe():
+    assert "--tc-cross-worker-negatives" in objective_args("taco")
+    assert "--tc-cross-worker-negatives" not in objective_args("mlm")
+
+
+def _fairseq_train_blocks(path):
+    """The ``fairseq-train`` command lines of a markdown file's bash blocks, as words."""
+    text = path.read_text(encoding="utf-8")
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for command in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(command)
+            if "fairseq-train" in words or "fairseq_cli.train" in words:
+                yield words
+
+
+@pytest.mark.parametrize("path", [REPO / "README.md", REPO / "examples/taco/README.md"],
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_documented_multi_gpu_taco_commands_draw_negatives_from_all_workers(path):
+    """Every TACO command line for GPUs (--fp16) with the recipes' 32 × 5 or a world size."""
+    checked = 0
+    for words in _fairseq_train_blocks(path):
+        multi_gpu = "--fp16" in words and ("--distributed-world-size" in words
+                                          or words[words.index("--update-freq") + 1] == "5")
+        if "taco_masked_lm" in words and multi_gpu:
+            assert "--tc-cross-worker-negatives" in words, " ".join(words)
+            checked += 1
+    assert checked >= 1
+
+
+@pytest.mark.parametrize("sequences, workers", [(32, 1), (32, 8), (256, 8)])
+def test_distinct_sequences_among_the_negatives_follow_the_formula(sequences, workers):
+    """The sampler of one worker (``workers`` 1) or the cross-worker draw over ``workers``
+    batches, on ``sequences`` rows of 8 tokens in all: the mean number of distinct rows among
+    an anchor's K negatives is the occupancy formula's."""
+    rng = np.random.default_rng(1)
+    tokens = 8
+    rows = sequences // workers
+    candidate = np.ones((rows, tokens), dtype=bool)
+    distinct = []
+    for _ in range(4):
+        if workers == 1:
+            drawn = sample_contrastive_positions(candidate, candidate, 5, K, rng)
+            row_of_negative = torch.from_numpy(drawn.negative // tokens)
+        else:
+            draws = [sample_cross_worker_positions(candidate, candidate, 5, K, rng)
+                     for _ in range(workers)]
+            sizes = [len(d.candidates) for d in draws]
+            index = torch.cat([global_negative_index(
+                torch.from_numpy(d.negative_uniform), torch.from_numpy(d.anchor_row_start),
+                torch.from_numpy(d.anchor_row_length), sizes, rank)
+                for rank, d in enumerate(draws)])
+            row_of_negative = index // tokens  # rows of all workers, in rank order
+        distinct += [len(set(r.tolist())) for r in row_of_negative]
+    mean = float(np.mean(distinct))
+    standard_error = float(np.std(distinct)) / len(distinct) ** 0.5
+    assert abs(mean - expected_distinct(sequences - 1)) < 5 * standard_error + 0.02
+
+
+def _readme_pool_table():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- negative-pool:.*?-->\n((?:\|.*\n)+)", text)
+    assert match, "README.md lost its negative-pool table"
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in match.group(1).splitlines()[2:]]
+    assert len(rows) >= 4
+    return rows
+
+
+def _number(text):
+    return int(text.replace(",", ""))
+
+
+def test_the_readme_table_is_what_the_sampler_and_the_tensor_sizes_give():
+    gpus_seen = set()
+    for gpus, split, without, with_option, distinct, gathered in _readme_pool_table():
+        gpus, (batch, update_freq) = int(gpus), map(int, re.findall(r"\d+", split)[:2])
+        gpus_seen.add(gpus)
+        assert batch * update_freq * gpus == SEQUENCES_PER_UPDATE
+        assert (_number(without), _number(with_option)) == (batch, batch * gpus)
+        assert distinct == " → ".join(f"{expected_distinct(pool - 1):.1f}"
+                                      for pool in (batch, batch * gpus))
+        if gpus == 1:
+            assert gathered == "none"
+        else:  # float32 vectors of the other workers' tokens, all steps of an update
+            megabytes = [(gpus - 1) / gpus * SEQUENCES_PER_UPDATE * TOKENS * h * 4 / 1e6
+                         for h in HIDDEN.values()]
+            assert gathered == " / ".join(f"{mb:.0f} MB" for mb in megabytes)
+    assert gpus_seen == {1, 8, 64}
+
+
+def test_the_examples_table_agrees_with_the_readme():
+    text = (REPO / "examples/taco/README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| .*? \| ([\d,]+) \| ([\d.]+) \|$", text, re.M)
+    assert {int(g) for g, _, _ in rows} == {1, 8, 64}
+    for _, pool, distinct in rows:
+        assert distinct == f"{expected_distinct(_number(pool) - 1):.1f}"
+
+
+def _parameters(arch, vocabulary=30522):
+    """Parameters of ``arch`` with the paper's vocabulary (and fairseq's ``<mask>``)."""
+    from fairseq import options
+    from fairseq.data import Dictionary
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    dictionary = Dictionary()
+    while len(dictionary) < vocabulary:
+        dictionary.add_symbol(f"w{len(dictionary)}")
+    dictionary.add_symbol("<mask>")
+    task = type("Task", (), {"source_dictionary": dictionary, "dictionary": dictionary})
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        "/data", "--task", "masked_lm", "--arch", arch, "--tokens-per-sample", "256",
+        "--max-positions", "256"])
+    model = ARCH_MODEL_REGISTRY[arch].build_model(args, task)
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_the_readme_compares_the_all_gather_with_the_gradient_all_reduce():
+    """The prose under the table: the fp16 gradients' ring all-reduce on 8 GPUs and its ratio
+    to the negatives' all-gather."""
+    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    gpus = 8
+    ratios = []
+    for name, arch, hidden in (("BERT-small", "roberta_small", 512),
+                               ("BERT-base", "roberta_base", 768)):
+        parameters = _parameters(arch)
+        all_reduce = 2 * (gpus - 1) / gpus * 2 * parameters / 1e6
+        gather = (gpus - 1) / gpus * SEQUENCES_PER_UPDATE * TOKENS * hidden * 4 / 1e6
+        ratios.append(gather / all_reduce)
+        assert f"{all_reduce:.0f} MB ({name}, {parameters / 1e6:.1f}M" in text
+    assert f"about {ratios[0]:.0f}× (small) and {ratios[1]:.1f}× (base)" in text

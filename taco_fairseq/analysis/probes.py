@@ -310,7 +310,8 @@ def probe_tasks(model, dictionary, checkpoint: Path, glue_data: Path,
                                     f"prepare it with taco-prepare-glue --tasks {name}")
         check_glue_data(checkpoint, state, task_dir)
         features = {}
-        for split in ("train", "valid"):
+        probed = name in options.tasks
+        for split in ("train", "valid") if probed else ("valid",):
             data = read_split(task, task_dir, split, dictionary)
             keep = (subsample(len(data.targets), options.max_train, options.seed)
                     if split == "train" else np.arange(len(data.targets)))
@@ -318,8 +319,9 @@ def probe_tasks(model, dictionary, checkpoint: Path, glue_data: Path,
                                                   max_positions), dictionary,
                                   options.batch_tokens) for column in data.inputs]
             features[split] = (states, data.targets[keep])
-        (train_states, train_y), (dev_states, dev_y) = features["train"], features["valid"]
-        if name in options.tasks:
+        dev_states, dev_y = features["valid"]
+        if probed:
+            train_states, train_y = features["train"]
             join = (lambda s: s[0]) if len(train_states) == 1 else (lambda s: pair_features(*s))
             fitted = fit_probe(task, join(train_states), train_y, join(dev_states), dev_y,
                                options)
@@ -329,8 +331,9 @@ def probe_tasks(model, dictionary, checkpoint: Path, glue_data: Path,
                         "alphas" if task.regression else "Cs")
         if name == "STS-B" and unsupervised:
             row["sts_unsupervised"] = cosine_spearman(*dev_states, dev_y)
-        logger.info("probe %s: %d train, %d dev examples, %.1f s", name, len(train_y),
-                    len(dev_y), time.perf_counter() - started)
+        logger.info("%s: %s train, %d dev examples, %.1f s", name,
+                    len(features["train"][1]) if probed else "no", len(dev_y),
+                    time.perf_counter() - started)
     scores = [row[f"probe_{t}"] for t in options.tasks]
     if scores:
         row["probe_average"] = float(np.mean(scores))

@@ -58,7 +58,7 @@ PROBE_TASKS = ("RTE", "MRPC", "CoLA", "STS-B", "SST-2")
 #: Logistic regression's inverse regularization strengths tried by cross-validation.
 LOGISTIC_CS = tuple(10.0 ** k for k in range(-4, 3))
 #: Ridge's regularization strengths tried by cross-validation.
-RIDGE_ALPHAS = tuple(10.0 ** k for k in range(-2, 5))
+RIDGE_ALPHAS = tuple(10.0 ** k for k in range(-2, 7))
 #: scikit-learn scorer of each official GLUE metric (cross-validation's criterion).
 _SCORERS = {"accuracy": "accuracy", "f1": "f1", "mcc": "matthews_corrcoef"}
 
@@ -252,13 +252,13 @@ def fit_probe(task: GlueTask, train_x: np.ndarray, train_y: np.ndarray, dev_x: n
             raise ValueError(f"{task.name}: {counts.min()} training examples of a class, fewer "
                              f"than the {options.folds} cross-validation folds")
         model = LogisticRegressionCV(
-            Cs=list(LOGISTIC_CS), max_iter=options.max_iter,
+            Cs=list(LOGISTIC_CS), l1_ratios=(0.0,), max_iter=options.max_iter,
             cv=StratifiedKFold(options.folds, shuffle=True, random_state=options.seed),
-            scoring=_SCORERS[task.glue_metric])
+            scoring=_SCORERS[task.glue_metric], use_legacy_attributes=False)
         pipeline = make_pipeline(StandardScaler(), model).fit(train_x, train_y)
         predicted = [task.labels[c] for c in pipeline.predict(dev_x)]
         gold = [task.labels[c] for c in dev_y]
-        chosen = float(np.ravel(model.C_)[0])
+        chosen = float(model.C_)
     return {"score": score_predictions(task, predicted, gold)[task.glue_metric],
             "regularization": chosen}
 

@@ -174,8 +174,8 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
                              f"{', '.join(available_objectives())}")
     except ValueError as e:
         parser.error(str(e))
-    unprepared = sorted({t.name for t in [*finetuned, *probed]}
-                        if not (args.glue_data / t.name / INFO_FILE).is_file())
+    unprepared = sorted({t.name for t in [*finetuned, *probed]
+                         if not (args.glue_data / t.name / INFO_FILE).is_file()})
     if unprepared:  # found now, not after hours of pre-training
         parser.error(f"--glue-data {args.glue_data}: {', '.join(unprepared)} not prepared (no "
                      f"{INFO_FILE}); prepare them with scripts/prepare_glue.py --tasks "

@@ -449,6 +449,17 @@ def test_a_report_only_call_records_the_command_the_runs_were_made_with(monkeypa
     assert (tmp_path / "out" / "command.txt").read_text() == ran + "\n"
 
 
+def test_probe_tasks_with_no_probes_is_an_error(tmp_path, capsys):
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit):
+        compare.parse_options(["--data", str(tmp_path), "--glue-data", str(tmp_path), "--out",
+                               str(tmp_path / "out"), "--arch", "roberta_tiny", "--max-update",
+                               "10", "--checkpoint-updates", "10", "--tasks", "RTE", "--seeds",
+                               "1", "--probe-tasks", "SST-2", "--no-probes"])
+    assert "--probe-tasks with --no-probes" in capsys.readouterr().err
+
+
 def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):
     from taco_fairseq.cli import compare
 

@@ -162,3 +162,16 @@ def test_probe_scores_are_in_range_and_deterministic(probed):
     assert first["probe_average"] == pytest.approx(
         np.mean([first[f"probe_{t}"] for t in PROBE_TASKS]))
     assert -100 <= first["sts_unsupervised"] <= 100
+
+
+def test_the_command_names_a_task_that_is_not_prepared(trained_checkpoint, tiny_databin,
+                                                       tmp_path, capsys):
+    from taco_fairseq.cli.probes import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(trained_checkpoint / "checkpoint_last.pt"), "--data-bin", str(tiny_databin),
+              "--glue-data", str(tmp_path), "--tasks", "RTE", "--output",
+              str(tmp_path / "probes.csv")])
+    assert exit_info.value.code == 2
+    assert f"{tmp_path / 'RTE'}: RTE is not prepared" in capsys.readouterr().err
+    assert not (tmp_path / "probes.csv").exists()

@@ -44,6 +44,7 @@ setup(
             "taco-analyze-wordsim = taco_fairseq.cli.embedding_similarity:main",
             "taco-analyze-dynamics = taco_fairseq.cli.learning_dynamics:main",
             "taco-analyze-log = taco_fairseq.cli.training_log:main",
+            "taco-analyze-probes = taco_fairseq.cli.probes:main",
             "taco-export-hf = taco_fairseq.cli.export_hf:main",
         ],
     },

@@ -21,6 +21,7 @@ from taco_fairseq.comparison.pretraining import (
     check_same_options,
     pretrain,
     pretrain_args,
+    save_initialization,
 )
 from taco_fairseq.analysis.training_log import parse_json_log
 
@@ -101,6 +102,45 @@ def test_a_run_is_continued_only_with_the_options_it_was_started_with(tmp_path):
     assert (run_dir / "train.log").read_text().count("# fairseq-train") == 1  # nothing ran
 
 
+def test_the_initialization_is_what_fairseq_train_starts_from(tiny_databin, tmp_path):
+    """Checkpoint 0 equals the parameters a fairseq-train run of the same options starts from
+    (one update at a negligible learning rate moves them by ~1e-9), is the same for mlm and
+    taco, differs between seeds, and loads like any checkpoint."""
+    import torch
+
+    from taco_fairseq.analysis.checkpoints import checkpoint_updates, load_checkpoint
+    from taco_fairseq.checkpoints import load_lazily
+
+    settings = PretrainSettings(
+        data=tiny_databin, arch="roberta_tiny", max_update=1, checkpoint_updates=(1,),
+        tokens_per_sample=64, batch_size=8, lr=1e-9, warmup_updates=0, cpu=True,
+        extra=("--num-workers", "0", "--max-valid-steps", "1"))
+    taco = PretrainRun("taco", 3)
+    run_dir = pretrain(taco, settings, tmp_path)
+    initialization = save_initialization(taco, settings, run_dir)
+    assert initialization == run_dir / "initialization.pt"
+    assert checkpoint_updates(initialization) == 0
+    start = load_lazily(initialization)["model"]
+    trained = load_lazily(next((run_dir / "checkpoints").glob("checkpoint_*_1.pt")))["model"]
+    assert start.keys() == trained.keys()
+    moved = 0.0
+    for name, value in start.items():
+        torch.testing.assert_close(trained[name], value, rtol=0, atol=1e-7, msg=name)
+        moved = max(moved, float((trained[name].float() - value.float()).abs().max()))
+    assert moved > 0  # fairseq-train did update them
+
+    mlm = load_lazily(save_initialization(PretrainRun("mlm", 3), settings,
+                                          tmp_path / "pretrain" / "mlm-seed3"))["model"]
+    assert mlm.keys() == start.keys()
+    assert all(torch.equal(mlm[name], start[name]) for name in start)
+    other = load_lazily(save_initialization(PretrainRun("taco", 4), settings,
+                                            tmp_path / "pretrain" / "taco-seed4"))["model"]
+    assert not torch.equal(other["encoder.sentence_encoder.embed_tokens.weight"],
+                           start["encoder.sentence_encoder.embed_tokens.weight"])
+    hub = load_checkpoint(initialization, tiny_databin).hub
+    assert hub.extract_features(hub.encode("A sentence.")).shape[-1] == 128
+
+
 def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tmp_path):
     out = tmp_path / "compare"
     command = [
@@ -110,6 +150,7 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
         "--tasks", "RTE", "--seeds", "1", "--finetune-lr", "5e-5", "1e-4",
         "--finetune-max-updates", "RTE=2",
         "--heldout-text", wikitext_test, "--heldout-sentences", "40", "--cpu",
+        "--probe-tasks", "RTE", "STS-B", "--probe-max-train", "400",
         "--", "--num-workers", "0", "--log-interval", "1", "--max-valid-steps", "2",
     ]
     result = run_script("compare_objectives.py", *command)
@@ -146,9 +187,24 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
 
     with open(out / "checkpoints.csv", newline="") as f:
         measures = list(csv.DictReader(f))
-    assert len(measures) == 4
+    # the checkpoints and the initializations (update 0, measured once, shared by mlm and taco)
+    assert sorted((m["objective"], int(m["updates"])) for m in measures) == sorted(
+        (o, u) for o in ("mlm", "taco") for u in (0, 6, 12))
     assert all(float(m["valid_mlm_loss"]) > 0 and -1 <= float(m["contextual_score"]) <= 1
-               for m in measures)
+               for m in measures if m["updates"] != "0")
+    assert all(m["valid_mlm_loss"] == "nan" for m in measures if m["updates"] == "0")
+    for m in measures:
+        assert 0 <= float(m["probe_RTE"]) <= 100 and -100 <= float(m["probe_STS-B"]) <= 100
+        assert float(m["probe_average"]) == pytest.approx(
+            (float(m["probe_RTE"]) + float(m["probe_STS-B"])) / 2)
+        assert -100 <= float(m["sts_unsupervised"]) <= 100
+        assert 0 < float(m["neighbour_attention"]) < 1
+        assert 0 < float(m["attention_entropy"]) <= float(m["attention_entropy_uniform"]) + 1e-9
+    initial = [{k: v for k, v in m.items() if k != "objective"} for m in measures
+               if m["updates"] == "0"]
+    assert initial[0] == initial[1]
+    assert all((out / "pretrain" / f"{o}-seed1" / "initialization.pt").is_file()
+               for o in ("mlm", "taco"))
     report = (out / "report.md").read_text()
     for text in ("## Wall time", "## Fine-tuning hyper-parameters", "| mlm | 6 |", "| taco | 12 |",
                  "taco − mlm at equal updates", "Speed-up of taco over mlm",
@@ -175,6 +231,52 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
     assert {p: p.read_text() for p in logs} == logs
     # the search is in OUT/search.json, so only phase 4's 4 fine-tunings are looked at again
     assert (again.stdout + again.stderr).count("(finished before)") == 4
+
+
+def test_cached_measures_get_the_missing_ones_and_initializations_are_measured_once(
+        monkeypatch, tmp_path):
+    """Phase 2 adds the measures a cached row lacks (a study measured before the probes
+    existed) without measuring the others again, and measures two identical initializations
+    of one seed once."""
+    import torch
+
+    from taco_fairseq.comparison import study
+    from taco_fairseq.glue.recipes import Hyperparameters
+
+    settings = PretrainSettings(data=tmp_path / "data", arch="roberta_tiny", max_update=10,
+                                checkpoint_updates=(10,), warmup_updates=1)
+    options = study.StudyOptions(
+        out=tmp_path, objectives=["mlm", "taco"], pretrain_seeds=[1], settings=settings,
+        glue_data=tmp_path / "glue", tasks=["RTE"], seeds=[1],
+        points=[Hyperparameters(32, 1e-5, 1)], probe_tasks=["RTE", "STS-B"])
+    same = {"w": torch.arange(6.0)}
+    found = []
+    for objective in ("mlm", "taco"):
+        path = tmp_path / f"{objective}-init.pt"
+        torch.save({"model": same}, path)
+        found.append(study.StudyCheckpoint(PretrainRun(objective, 1), 0, path))
+    torch.save({"model": same}, tmp_path / "last.pt")
+    last = study.StudyCheckpoint(PretrainRun("taco", 1), 10, tmp_path / "last.pt")
+    (tmp_path / "measures").mkdir()
+    cached = {"objective": "taco", "pretrain_seed": 1, "updates": 10, "valid_mlm_loss": 7.5,
+              "probe_RTE": 55.0}
+    (tmp_path / "measures" / "taco-seed1@10.json").write_text(json.dumps(cached))
+    calls = []
+
+    def measure(options, checkpoint, missing, inputs):
+        calls.append((checkpoint.name, list(missing)))
+        return {m if m.startswith("probe_") else "sts_unsupervised": 1.0 for m in missing}
+
+    monkeypatch.setattr(study, "_measure", measure)
+    rows = study.measure_checkpoints(options, [*found, last])
+    assert calls == [("mlm-seed1@0", ["probe_RTE", "probe_STS-B", "unsupervised"]),
+                     ("taco-seed1@10", ["probe_STS-B", "unsupervised"])]
+    assert rows[0]["probe_RTE"] == rows[1]["probe_RTE"] == 1.0 and rows[1]["objective"] == "taco"
+    assert rows[2] == {**cached, "probe_STS-B": 1.0, "sts_unsupervised": 1.0}
+    assert json.loads((tmp_path / "measures" / "taco-seed1@10.json").read_text()) == rows[2]
+    calls.clear()
+    again = study.measure_checkpoints(options, [*found, last])
+    assert json.dumps(again) == json.dumps(rows) and calls == []  # (NaN loss at update 0)
 
 
 def test_the_search_runs_on_the_first_pretraining_seed(monkeypatch, tmp_path):
@@ -345,6 +447,17 @@ def test_a_report_only_call_records_the_command_the_runs_were_made_with(monkeypa
     with pytest.raises(SystemExit, match="pre-trained with other options"):
         compare.main([*argv, "--lr", "1e-3"])
     assert (tmp_path / "out" / "command.txt").read_text() == ran + "\n"
+
+
+def test_probe_tasks_with_no_probes_is_an_error(tmp_path, capsys):
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit):
+        compare.parse_options(["--data", str(tmp_path), "--glue-data", str(tmp_path), "--out",
+                               str(tmp_path / "out"), "--arch", "roberta_tiny", "--max-update",
+                               "10", "--checkpoint-updates", "10", "--tasks", "RTE", "--seeds",
+                               "1", "--probe-tasks", "SST-2", "--no-probes"])
+    assert "--probe-tasks with --no-probes" in capsys.readouterr().err
 
 
 def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):

@@ -3,7 +3,8 @@
 Pre-trains each objective (default: mlm and taco; an objective is a recipe NAME of
 examples/taco/config/pretraining/NAME_small.yaml) from the same data-bin with the same seed,
 initialization, batches, masks and schedule; keeps the checkpoints at --checkpoint-updates;
-records each checkpoint's validation MLM loss and contextual score on held-out text;
+records each checkpoint's validation MLM loss, contextual score and neighbour attention on
+held-out text and frozen-encoder GLUE probes (the initialization too, as update 0);
 fine-tunes every checkpoint on --tasks x --seeds (the last one on --final-tasks too) with the
 GLUE runner; and writes OUT/summary.csv (one row per objective x pretrain_seed x updates x task
 x seed), OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates, per task,
@@ -44,6 +45,7 @@ from taco_fairseq.comparison.study import (
     PhaseTimer,
     StudyOptions,
     finetune_all,
+    initial_checkpoints,
     measure_checkpoints,
     chosen_points,
     pretrain_all,
@@ -125,6 +127,15 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--heldout-sentences", type=positive(int), default=2000,
                        help="default: 2000")
     group.add_argument("--heldout-max-lines", type=positive(int), help="lines read per file")
+    group = parser.add_argument_group(
+        "frozen-encoder probes (docs/analysis.md), at every checkpoint and the initialization")
+    group.add_argument("--probe-tasks", nargs="+", metavar="TASK",
+                       help="GLUE tasks of the linear probes; with STS-B, the unsupervised "
+                       "STS-B too (default: the tasks of --tasks and --final-tasks)")
+    group.add_argument("--probe-max-train", type=positive(int), metavar="N",
+                       help="at most N training examples per probed task, a seeded uniform "
+                       "subsample (default: all)")
+    group.add_argument("--no-probes", action="store_true", help="no probes")
     parser.add_argument("--primary-endpoint", choices=PRIMARY_ENDPOINTS, default="glue-average",
                         help="the one comparison the report tests without correction, declared "
                         "before the runs: glue-average (the fine-tuned GLUE average over --tasks "
@@ -150,6 +161,10 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
                        "--finetune-epochs"):
             check_given_once(option, getattr(args, option[2:].replace("-", "_")))
         finetuned = get_tasks([*args.tasks, *args.final_tasks])
+        if args.no_probes and args.probe_tasks:
+            raise ValueError("--probe-tasks with --no-probes: give one of them")
+        probed = ([] if args.no_probes else get_tasks(args.probe_tasks) if args.probe_tasks
+                  else finetuned)
         caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
                                  "--tasks or --final-tasks")
         check_fairseq_args(caps, shlex.split(args.finetune_options))
@@ -167,8 +182,8 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
                              f"{', '.join(available_objectives())}")
     except ValueError as e:
         parser.error(str(e))
-    unprepared = sorted(t.name for t in finetuned
-                        if not (args.glue_data / t.name / INFO_FILE).is_file())
+    unprepared = sorted({t.name for t in [*finetuned, *probed]
+                         if not (args.glue_data / t.name / INFO_FILE).is_file()})
     if unprepared:  # found now, not after hours of pre-training
         parser.error(f"--glue-data {args.glue_data}: {', '.join(unprepared)} not prepared (no "
                      f"{INFO_FILE}); prepare them with scripts/prepare_glue.py --tasks "
@@ -176,7 +191,7 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     if not (args.data / "dict.txt").is_file():
         parser.error(f"--data {args.data}: no dict.txt (prepare it with "
                      "scripts/prepare_pretraining_data.py)")
-    for task in dict.fromkeys(t.name for t in finetuned):  # phase 4's check, before phase 1
+    for task in dict.fromkeys(t.name for t in [*finetuned, *probed]):  # before phase 1
         try:
             check_glue_data_fits(args.data, args.glue_data / task, f"{args.out / 'pretrain'}/*/"
                                  f"checkpoints/*.pt (to be pre-trained on --data {args.data})")
@@ -194,7 +209,9 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
                 for lr in args.finetune_lr for epochs in args.finetune_epochs],
         max_updates=caps, finetune_args=shlex.split(args.finetune_options),
         heldout_text=args.heldout_text, heldout_sentences=args.heldout_sentences,
-        heldout_max_lines=args.heldout_max_lines, jobs=args.jobs, cpu=args.cpu,
+        heldout_max_lines=args.heldout_max_lines,
+        probe_tasks=list(dict.fromkeys(t.name for t in probed)),
+        probe_max_train=args.probe_max_train, jobs=args.jobs, cpu=args.cpu,
     )
     if args.finetune_search_from is not None:
         check_search(options, args.finetune_search_from, parser)
@@ -314,10 +331,12 @@ def run_phases(options: StudyOptions, timer: PhaseTimer):
     with timer.phase("pre-training"):
         pretrain_all(options)
     found = study_checkpoints(options)
-    print(f"== 2/5 validation loss and contextual score of {len(found)} checkpoints",
-          flush=True)
+    initial = initial_checkpoints(options)
+    print(f"== 2/5 validation loss, contextual score, neighbour attention and probes "
+          f"({', '.join(options.probe_tasks) or 'none'}) of {len(found)} checkpoints and "
+          f"{len(initial)} initializations", flush=True)
     with timer.phase("checkpoint measures"):
-        measures = measure_checkpoints(options, found)
+        measures = measure_checkpoints(options, [*initial, *found])
     reused = {e["searched_in"] for e in read_search(options.out).values() if "searched_in" in e}
     if reused:
         print(f"== 3/5 fine-tuning points from {', '.join(sorted(reused))} (no search)",

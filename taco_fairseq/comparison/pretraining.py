@@ -11,6 +11,7 @@ A run lives in ``OUT/pretrain/<objective>-seed<S>/``::
     train.log                        fairseq's json log (appended to when the run resumes)
     checkpoints/checkpoint_<e>_<u>.pt  the checkpoints at --checkpoint-updates
     checkpoints/checkpoint_last.pt   what an interrupted run resumes from
+    initialization.pt                the model before any update (:func:`save_initialization`)
 
 Checkpoints are saved every ``gcd(checkpoint updates)`` updates (fairseq's
 ``--save-interval-updates``, with a validation each time); those that are not requested are
@@ -37,6 +38,7 @@ from .objectives import RECIPES_DIR, objective_args, shared_args
 USER_DIR = Path(__file__).resolve().parents[1]  # the taco_fairseq package, for --user-dir
 TRAIN_LOG = "train.log"
 LOCK_FILE = "pretrain.lock"
+INITIALIZATION = "initialization.pt"
 _COMMAND = "# fairseq-train "  # how train.log records each command that trained the run
 #: fairseq options that :func:`fairseq_train_args` sets from the comparison's own options (the
 #: taco-compare option to use instead): after ``--`` they would win (fairseq keeps the last
@@ -282,3 +284,59 @@ def validation_losses(run_dir: Path) -> Dict[int, float]:
         if isinstance(value, float) and "valid_num_updates" in r:
             losses[int(r["valid_num_updates"])] = value
     return losses
+
+
+def initialization_path(run_dir: Path) -> Path:
+    """Where :func:`save_initialization` puts a run's initialization: ``RUN/initialization.pt``
+    (beside, not in, fairseq's save directory: no tool takes it for a training checkpoint)."""
+    return Path(run_dir) / INITIALIZATION
+
+
+def save_initialization(run: PretrainRun, settings: PretrainSettings, run_dir: Path) -> Path:
+    """Save the model exactly as ``fairseq-train`` initializes it for ``run`` (checkpoint 0):
+    the run's arguments (:func:`pretrain_args`) parsed by fairseq, numpy and torch seeded with
+    ``--seed`` as ``fairseq_cli.train.main`` does, then fairseq's ``setup_task``,
+    ``build_model`` and ``build_criterion`` in its order, saved by fairseq's ``Trainer`` as a
+    normal checkpoint of 0 updates (with the run's config, so that
+    :func:`taco_fairseq.hub.from_pretrained` loads it). Objectives whose recipes build the same
+    model (mlm and taco) get the same initialization for a seed, as their runs start from it.
+    An existing file is left alone.
+
+    Returns:
+        :func:`initialization_path` of ``run_dir``.
+
+    Raises:
+        ValueError: the objective has no recipe.
+    """
+    path = initialization_path(run_dir)
+    if path.is_file():
+        return path
+    import numpy as np
+    import torch
+    from fairseq import options, tasks, utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.trainer import Trainer
+    from fairseq_cli.train import add_defaults
+
+    args = options.parse_args_and_arch(options.get_training_parser(),
+                                       pretrain_args(run, settings, Path(run_dir)))
+    cfg = convert_namespace_to_omegaconf(args)
+    utils.import_user_module(cfg.common)
+    add_defaults(cfg)
+    rng = torch.random.get_rng_state(), np.random.get_state()
+    try:
+        np.random.seed(cfg.common.seed)
+        utils.set_torch_seed(cfg.common.seed)
+        task = tasks.setup_task(cfg.task)
+        model = task.build_model(cfg.model)
+        criterion = task.build_criterion(cfg.criterion)
+    finally:
+        torch.random.set_rng_state(rng[0])
+        np.random.set_state(rng[1])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    trainer = Trainer(cfg, task, model, criterion)
+    trainer.consolidate_optimizer()  # as fairseq's checkpoint_utils.save_checkpoint does
+    trainer.save_checkpoint(str(partial), {})
+    os.replace(partial, path)
+    return path

@@ -46,12 +46,15 @@ def write_summary_csv(scores: Sequence[Score], path: Path) -> None:
 
 
 def write_checkpoints_csv(rows: Sequence[Mapping], path: Path) -> None:
-    """``checkpoints.csv``: per checkpoint, the validation loss and contextual score."""
+    """``checkpoints.csv``: per checkpoint, the validation loss and contextual score
+    (:data:`CHECKPOINT_COLUMNS`), then every other measure of the rows (probes, neighbour
+    attention, ...) in the order they first appear."""
+    columns = list(dict.fromkeys([*CHECKPOINT_COLUMNS, *(k for r in rows for k in r)]))
     with open(path, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(CHECKPOINT_COLUMNS)
+        writer.writerow(columns)
         for row in sorted(rows, key=lambda r: (r["objective"], r["pretrain_seed"], r["updates"])):
-            writer.writerow([_text(row.get(c, "")) for c in CHECKPOINT_COLUMNS])
+            writer.writerow([_text(row.get(c, "")) for c in columns])
 
 
 def plot_figures(table: ScoreTable, measures: Sequence[Mapping], baseline: str,

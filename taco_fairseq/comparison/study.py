@@ -1,8 +1,10 @@
 """The phases of a comparison (``scripts/compare_objectives.py``), each resumable:
 
 1. pre-training of every objective × pre-training seed (:mod:`.pretraining`);
-2. per checkpoint: the validation masked-LM loss (from the run's log) and the contextual
-   score on held-out text (:mod:`taco_fairseq.analysis.contextual_score`);
+2. per checkpoint, the initialization (update 0) included: the validation masked-LM loss
+   (from the run's log), the contextual score and neighbour attention on held-out text
+   (:mod:`taco_fairseq.analysis.contextual_score`, :mod:`taco_fairseq.analysis.probes`) and
+   the frozen-encoder GLUE probes (:mod:`taco_fairseq.analysis.probes`);
 3. with several fine-tuning grid points, a search at the last checkpoint of the first
    pre-training seed: every objective, task, seed and point; each task gets the point with
    the best mean dev score over all objectives and fine-tuning seeds (the same point for every
@@ -11,7 +13,8 @@
    ``final_tasks`` too), each seed, with the chosen point (:mod:`taco_fairseq.glue.runner`);
 5. the report (:mod:`.report`).
 
-Output layout: ``OUT/pretrain/<objective>-seed<S>/``, ``OUT/measures/<checkpoint>.json``,
+Output layout: ``OUT/pretrain/<objective>-seed<S>/`` (with ``initialization.pt``),
+``OUT/measures/<checkpoint>.json``,
 ``OUT/finetune/<checkpoint>/<task>/<point>/seed<S>/`` with checkpoint names
 ``<objective>-seed<S>@<updates>``, ``OUT/search.json``, ``OUT/timings.json`` (wall seconds of
 each phase, summed over invocations), then the report's files.
@@ -34,7 +37,14 @@ from ..glue.pretrained import PretrainedCheckpoint
 from ..glue.recipes import Hyperparameters
 from ..glue.runner import FinetuneRun, RunnerOptions, run_all
 from ..glue.tasks import get_task
-from .pretraining import PretrainRun, PretrainSettings, checkpoints, pretrain, validation_losses
+from .pretraining import (
+    PretrainRun,
+    PretrainSettings,
+    checkpoints,
+    pretrain,
+    save_initialization,
+    validation_losses,
+)
 from .statistics import Score
 
 logger = logging.getLogger(__name__)
@@ -62,6 +72,9 @@ class StudyOptions:
         finetune_args: further ``fairseq-train`` options of every fine-tuning.
         heldout_text: raw text for the contextual score (none: not measured).
         heldout_sentences, heldout_max_lines: its sample size, lines read per file.
+        probe_tasks: GLUE tasks of the frozen-encoder probes of phase 2 (none: no probes).
+        probe_max_train: at most this many training examples per probed task
+            (:class:`taco_fairseq.analysis.probes.ProbeOptions`).
         jobs: runs carried out side by side.
         cpu: train and evaluate on the CPU.
     """
@@ -81,6 +94,8 @@ class StudyOptions:
     heldout_text: Sequence[Path] = ()
     heldout_sentences: int = 2000
     heldout_max_lines: Optional[int] = None
+    probe_tasks: Sequence[str] = ()
+    probe_max_train: Optional[int] = None
     jobs: int = 1
     cpu: bool = False
 
@@ -164,41 +179,143 @@ def study_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
     return found
 
 
+def initial_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
+    """Checkpoint 0 of every run: the model as ``fairseq-train`` initializes it
+    (:func:`.pretraining.save_initialization`, saved on first use), measured in phase 2 but not
+    fine-tuned.
+
+    Raises:
+        ValueError: an objective has no recipe.
+    """
+    found = []
+    for run in options.runs:
+        run_dir = options.out / "pretrain" / run.name
+        found.append(StudyCheckpoint(run, 0, save_initialization(run, options.settings,
+                                                                 run_dir)))
+    return found
+
+
 def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint]) -> List[dict]:
     """Phase 2: per checkpoint, ``valid_mlm_loss`` (bits per masked token, fairseq's
-    validation at that update) and, with held-out text, the contextual score and its intra-
-    and inter-context similarities; cached in ``OUT/measures``."""
-    from ..analysis.checkpoints import load_checkpoint
-    from ..analysis.contextual_score import score_checkpoints
-    from ..analysis.sentences import sample_sentences
+    validation at that update; none at update 0); with held-out text, the contextual score
+    and its intra- and inter-context similarities and the neighbour attention
+    (:func:`taco_fairseq.analysis.probes.neighbour_attention`: ``neighbour_attention``,
+    ``attention_entropy``, their uniform references and per-layer values); with
+    ``probe_tasks``, the linear probes and the unsupervised STS-B
+    (:func:`taco_fairseq.analysis.probes.probe_tasks`: ``probe_<TASK>``, ``probe_average``,
+    ``sts_unsupervised``). Cached in ``OUT/measures/<checkpoint>.json``; a cached row that
+    lacks a measure asked for now gets it added. Initializations (update 0) of one seed that
+    hold the same parameters (mlm and taco) are measured once.
 
+    Raises:
+        FileNotFoundError, ValueError: as :func:`taco_fairseq.analysis.probes.probe_tasks`.
+    """
     directory = options.out / "measures"
     directory.mkdir(parents=True, exist_ok=True)
-    sentences = None
+    measured_initializations: Dict[Tuple[int, str], dict] = {}
+    cache = _Inputs(options)
     rows = []
     for checkpoint in found:
         path = directory / f"{checkpoint.name}.json"
-        if path.is_file():
-            rows.append(json.loads(path.read_text()))
-            continue
-        losses = validation_losses(options.out / "pretrain" / checkpoint.run.name)
-        row = {"objective": checkpoint.run.objective, "pretrain_seed": checkpoint.run.seed,
-               "updates": checkpoint.updates,
-               "valid_mlm_loss": losses.get(checkpoint.updates, float("nan"))}
-        if options.heldout_text:
-            if sentences is None:
-                sentences = sample_sentences(options.heldout_text, options.heldout_sentences,
-                                             seed=1, max_lines=options.heldout_max_lines)
-            loaded = load_checkpoint(checkpoint.path, options.settings.data,
-                                     "cpu" if options.cpu or not torch.cuda.is_available()
-                                     else "cuda")
-            stats = score_checkpoints([loaded], sentences)[0]
-            row.update(contextual_score=stats["cosine_gap"],
-                       intra_context_cos=stats["cosine_intra"],
-                       inter_context_cos=stats["cosine_inter"])
-        path.write_text(json.dumps(row, indent=2) + "\n")
+        row = json.loads(path.read_text()) if path.is_file() else {
+            "objective": checkpoint.run.objective, "pretrain_seed": checkpoint.run.seed,
+            "updates": checkpoint.updates,
+            "valid_mlm_loss": validation_losses(options.out / "pretrain" / checkpoint.run.name
+                                                ).get(checkpoint.updates, float("nan"))}
+        missing = _missing_measures(options, row)
+        shared = None
+        if checkpoint.updates == 0:
+            shared = (checkpoint.run.seed, _parameters_sha256(checkpoint.path))
+        if missing and shared in measured_initializations:
+            row.update(measured_initializations[shared])
+        elif missing:
+            row.update(_measure(options, checkpoint, missing, cache))
+        if shared is not None and shared not in measured_initializations:
+            measured_initializations[shared] = {
+                k: v for k, v in row.items() if k not in ("objective", "pretrain_seed", "updates")}
+        if missing or not path.is_file():
+            path.write_text(json.dumps(row, indent=2) + "\n")
         rows.append(row)
     return rows
+
+
+#: The measures of phase 2 beyond the validation loss, and a key each writes.
+_MEASURE_KEYS = {"contextual": "contextual_score", "attention": "neighbour_attention",
+                 "unsupervised": "sts_unsupervised"}
+
+
+def _missing_measures(options: StudyOptions, row: dict) -> List[str]:
+    """The measures asked for by ``options`` that ``row`` lacks: ``contextual``,
+    ``attention``, ``unsupervised`` and ``probe_<TASK>``."""
+    wanted = []
+    if options.heldout_text:
+        wanted += ["contextual", "attention"]
+    if options.probe_tasks:
+        wanted += [f"probe_{t}" for t in options.probe_tasks]
+        if "STS-B" in options.probe_tasks:
+            wanted.append("unsupervised")
+    return [m for m in wanted if _MEASURE_KEYS.get(m, m) not in row]
+
+
+class _Inputs:
+    """The held-out sentences of phase 2, sampled once (and encoded once per dictionary)."""
+
+    def __init__(self, options: StudyOptions):
+        self.options = options
+        self.sentences = None
+
+    def heldout(self) -> List[str]:
+        from ..analysis.sentences import sample_sentences
+
+        if self.sentences is None:
+            o = self.options
+            self.sentences = sample_sentences(o.heldout_text, o.heldout_sentences, seed=1,
+                                              max_lines=o.heldout_max_lines)
+        return self.sentences
+
+
+def _measure(options: StudyOptions, checkpoint: StudyCheckpoint, missing: Sequence[str],
+             inputs: _Inputs) -> dict:
+    """The ``missing`` measures of one checkpoint (:func:`_missing_measures`)."""
+    from ..analysis.checkpoints import load_checkpoint
+    from ..analysis.contextual_score import encode_sentences, score_checkpoints
+    from ..analysis.probes import ProbeOptions, neighbour_attention, probe_tasks
+
+    if not missing:
+        return {}
+    loaded = load_checkpoint(checkpoint.path, options.settings.data,
+                             "cpu" if options.cpu or not torch.cuda.is_available() else "cuda")
+    model, dictionary = loaded.hub.model, loaded.hub.task.source_dictionary
+    row = {}
+    if "contextual" in missing:
+        stats = score_checkpoints([loaded], inputs.heldout())[0]
+        row.update(contextual_score=stats["cosine_gap"], intra_context_cos=stats["cosine_intra"],
+                   inter_context_cos=stats["cosine_inter"])
+    if "attention" in missing:
+        row.update(neighbour_attention(model, encode_sentences(loaded.hub,
+                                                               inputs.heldout()).tokens,
+                                       dictionary))
+    if any(m.startswith("probe_") or m == "unsupervised" for m in missing):
+        started = time.perf_counter()
+        row.update(probe_tasks(model, dictionary, checkpoint.path, options.glue_data,
+                               ProbeOptions(tasks=tuple(options.probe_tasks),
+                                            max_train=options.probe_max_train)))
+        logger.info("probes of %s: %.0f s", checkpoint.name, time.perf_counter() - started)
+    return row
+
+
+def _parameters_sha256(path: Path) -> str:
+    """SHA-256 of a checkpoint's model parameters (names, shapes, dtypes and values)."""
+    import hashlib
+
+    from ..checkpoints import load_lazily
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(load_lazily(path)["model"].items()):
+        digest.update(f"{name}{tuple(tensor.shape)}{tensor.dtype}".encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy()
+                      .tobytes())
+    return digest.hexdigest()
 
 
 def read_measures(options: StudyOptions) -> List[dict]:

@@ -1,0 +1,89 @@
+"""Frozen-encoder probes of pre-training checkpoints: linear probes on prepared GLUE tasks (mean
+of the last layer, logistic/ridge regression with cross-validated regularization, the official
+dev metric), the unsupervised STS-B (cosine of mean-pooled states) and, with --corpus, the
+attention the model puts on neighbouring tokens; one CSV row per checkpoint (docs/analysis.md).
+
+Example:
+    taco-analyze-probes runs/demo/taco runs/demo/mlm --glue-data data-bin/glue \\
+        --corpus ../shared/data/corpus/wikipedia-en-2015-wikiextractor/AB.txt.xz \\
+        --max-lines 3000 --output runs/demo/probes.csv
+"""
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+from taco_fairseq.analysis.checkpoints import iter_run_checkpoints
+from taco_fairseq.analysis.cli import add_run_arguments, run_command
+from taco_fairseq.analysis.contextual_score import encode_sentences
+from taco_fairseq.analysis.figures import write_csv
+from taco_fairseq.analysis.probes import (
+    PROBE_TASKS,
+    ProbeOptions,
+    neighbour_attention,
+    probe_tasks,
+)
+from taco_fairseq.analysis.sentences import sample_sentences
+from taco_fairseq.cli import positive_int
+from taco_fairseq.glue.tasks import get_tasks
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser)
+    parser.add_argument("--glue-data", type=Path, required=True,
+                        help="GLUE tasks prepared with the runs' data-bin (taco-prepare-glue)")
+    parser.add_argument("--tasks", nargs="+", default=list(PROBE_TASKS), metavar="TASK",
+                        help="tasks probed; with STS-B also the unsupervised STS-B (default: "
+                        "%(default)s)")
+    parser.add_argument("--probe-max-train", type=positive_int, metavar="N",
+                        help="at most N training examples per task, a seeded uniform "
+                        "subsample (default: all)")
+    parser.add_argument("--corpus", nargs="+", type=Path, default=[], metavar="FILE",
+                        help="held-out raw text for the neighbour attention (default: not "
+                        "measured)")
+    parser.add_argument("--sentences", type=positive_int, default=2000,
+                        help="sentences sampled from --corpus (default: %(default)s)")
+    parser.add_argument("--max-lines", type=positive_int, help="lines read per --corpus file")
+    parser.add_argument("--output", type=Path, required=True,
+                        help="CSV, one row per checkpoint")
+    return parser
+
+
+def run_probes(args) -> list:
+    """The probes (and the neighbour attention with ``--corpus``) of every checkpoint of
+    ``args.runs``: one row each, ``run``, ``checkpoint``, ``updates``, the measures and
+    ``seconds`` (wall time of the checkpoint)."""
+    tasks = tuple(t.name for t in get_tasks(args.tasks))
+    options = ProbeOptions(tasks=tasks, max_train=args.probe_max_train)
+    sentences = (sample_sentences(args.corpus, args.sentences, seed=1, max_lines=args.max_lines)
+                 if args.corpus else None)
+    rows = []
+    for checkpoint in iter_run_checkpoints(args.runs, args.data_bin, args.device):
+        started = time.perf_counter()
+        model, dictionary = checkpoint.hub.model, checkpoint.hub.task.source_dictionary
+        row = {"run": checkpoint.run, "checkpoint": str(checkpoint.path),
+               "updates": checkpoint.updates}
+        row.update(probe_tasks(model, dictionary, checkpoint.path, args.glue_data, options))
+        if sentences is not None:
+            row.update(neighbour_attention(
+                model, encode_sentences(checkpoint.hub, sentences).tokens, dictionary))
+        row["seconds"] = round(time.perf_counter() - started, 1)
+        logger.info("%s (%d updates): probe average %.2f in %.0f s", checkpoint.run,
+                    checkpoint.updates, row.get("probe_average", float("nan")), row["seconds"])
+        rows.append(row)
+    return rows
+
+
+def main(argv=None):
+    args, rows = run_command(build_parser(), run_probes, argv)
+    write_csv(rows, args.output)
+    print(f"wrote {args.output} ({len(rows)} checkpoints)")
+
+
+if __name__ == "__main__":
+    main()

@@ -52,14 +52,14 @@ from taco_fairseq.comparison.study import (
     set_threads,
     study_checkpoints,
 )
-from taco_fairseq.cli import positive, seed
-from taco_fairseq.glue.options import parse_update_caps, split_fairseq_args
+from taco_fairseq.cli.argtypes import positive, seed
+from taco_fairseq.cli.glue_options import parse_update_caps, split_fairseq_args
 from taco_fairseq.glue.pretrained import check_glue_data_fits
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
 from taco_fairseq.glue.runner import check_fairseq_args, check_given_once
 from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
-from taco_fairseq.prep.glue_data import INFO_FILE
+from taco_fairseq.prep.pretraining import INFO_FILE
 
 #: Where a call that runs the phases records its command, for the report of a --report-only call.
 COMMAND_FILE = "command.txt"

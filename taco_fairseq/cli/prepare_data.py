@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from taco_fairseq.cli import positive_int
+from taco_fairseq.cli.argtypes import positive_int
 from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
 from taco_fairseq.prep.vocabulary import MODEL_TYPES
 

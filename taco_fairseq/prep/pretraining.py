@@ -41,6 +41,7 @@ import sentencepiece as spm
 from tqdm import tqdm
 
 from .. import __version__
+from ..checkpoints import SENTENCEPIECE_MODEL
 from .binarize import DatasetWriter
 from .corpus import check_input_file
 from .documents import count_documents, move_last_documents, write_documents
@@ -48,7 +49,6 @@ from .vocabulary import train_sentencepiece, write_fairseq_dict
 
 logger = logging.getLogger(__name__)
 
-MODEL_FILE = "sentencepiece.bpe.model"
 DICT_FILE = "dict.txt"
 INFO_FILE = "prep_info.json"
 TEXT_DIR = "text"
@@ -56,7 +56,7 @@ SPLITS = ("train", "valid", "test")
 #: Lines SentencePiece encodes in one call (on ``workers`` threads).
 ENCODE_CHUNK_LINES = 10_000
 #: Every name this module writes into the output directory (removed first by ``force``).
-OUTPUT_NAMES = (MODEL_FILE, DICT_FILE, INFO_FILE, TEXT_DIR) + tuple(
+OUTPUT_NAMES = (SENTENCEPIECE_MODEL, DICT_FILE, INFO_FILE, TEXT_DIR) + tuple(
     f"{split}.{ext}" for split in SPLITS for ext in ("bin", "idx")
 )
 
@@ -162,7 +162,7 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
     with _timer(seconds, "train_sentencepiece"):
         model = train_sentencepiece(
             text["train"],
-            destdir / MODEL_FILE,
+            destdir / SENTENCEPIECE_MODEL,
             vocab_size=options.vocab_size,
             model_type=options.model_type,
             character_coverage=options.character_coverage,

@@ -35,17 +35,16 @@ from typing import Dict, List, Optional, Sequence
 import sentencepiece as spm
 from fairseq.data import Dictionary
 
-from ..checkpoints import file_sha256, load_lazily
-from ..glue.tasks import TASKS, GlueTask, get_tasks
-from ..glue.tsv import TsvSplit, read_split
+from ..checkpoints import SENTENCEPIECE_MODEL as MODEL_FILE, file_sha256, load_lazily
+from ..prep.binarize import DatasetWriter
+from ..prep.pretraining import DICT_FILE, INFO_FILE
+from ..prep.vocabulary import check_fairseq_dict
 from ..pretrained import check_training_data, load_task_dictionary
-from .binarize import DatasetWriter
-from .pretraining import DICT_FILE, MODEL_FILE
-from .vocabulary import check_fairseq_dict
+from .tasks import TASKS, GlueTask, get_tasks
+from .tsv import TsvSplit, read_split
 
 logger = logging.getLogger(__name__)
 
-INFO_FILE = "prep_info.json"
 INDEX_DIR = "index"
 TEXT_DIR = "text"
 LABEL_DIR = "label"

@@ -5,10 +5,10 @@ import argparse
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from ..cli import positive, seed
-from .recipes import SIZES, default_point
-from .runner import RunnerOptions
-from .tasks import TASKS, GlueTask, get_tasks
+from taco_fairseq.cli.argtypes import positive, seed
+from taco_fairseq.glue.recipes import SIZES, default_point
+from taco_fairseq.glue.runner import RunnerOptions
+from taco_fairseq.glue.tasks import TASKS, GlueTask, get_tasks
 
 
 def split_fairseq_args(argv: Sequence[str]) -> Tuple[List[str], List[str]]:

@@ -30,7 +30,7 @@ SAFE_GLOBALS = [
 ]
 torch.serialization.add_safe_globals(SAFE_GLOBALS)
 
-#: The SentencePiece model file of a data-bin (``scripts/prepare_pretraining_data.py``).
+#: The SentencePiece model file of a data-bin (``taco-prepare-data``).
 SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
 #: ``task_state`` key of the dictionary fingerprint saved with every checkpoint.
 DICTIONARY_KEY = "dictionary_fingerprint"

@@ -441,7 +441,7 @@ def test_data_without_prepared_tasks_is_an_error_with_the_fix(tmp_path):
 
     assert error(tmp_path / "nope") == (f"no prepared GLUE task in {tmp_path / 'nope'} (no such "
                                         "directory); --data is the --destdir of "
-                                        "scripts/prepare_glue.py")
+                                        "taco-prepare-glue")
     (tmp_path / "bin" / "RTE").mkdir(parents=True)
     assert f"in {tmp_path / 'bin' / 'RTE'}: give its parent, {tmp_path / 'bin'};" in error(
         tmp_path / "bin" / "RTE")

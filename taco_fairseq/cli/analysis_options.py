@@ -1,5 +1,5 @@
-"""Command-line options shared by ``scripts/contextual_score.py``,
-``scripts/embedding_similarity.py`` and ``scripts/learning_dynamics.py``, and the analyses they
+"""Command-line options shared by ``taco-analyze-context``,
+``taco-analyze-wordsim`` and ``taco-analyze-dynamics``, and the analyses they
 run from parsed options."""
 
 import argparse

@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", type=Path, required=True, help="pre-training data-bin")
     parser.add_argument("--glue-data", type=Path, required=True,
                         help="GLUE tasks prepared with the data-bin's vocabulary "
-                        "(scripts/prepare_glue.py --pretraining-data DATA)")
+                        "(taco-prepare-glue --pretraining-data DATA)")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     group = parser.add_argument_group("pre-training")
     group.add_argument("--objectives", nargs="+", default=["mlm", "taco"], metavar="NAME",
@@ -163,11 +163,11 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
                         if not (args.glue_data / t.name / INFO_FILE).is_file())
     if unprepared:  # found now, not after hours of pre-training
         parser.error(f"--glue-data {args.glue_data}: {', '.join(unprepared)} not prepared (no "
-                     f"{INFO_FILE}); prepare them with scripts/prepare_glue.py --tasks "
+                     f"{INFO_FILE}); prepare them with taco-prepare-glue --tasks "
                      f"{' '.join(unprepared)}")
     if not (args.data / "dict.txt").is_file():
         parser.error(f"--data {args.data}: no dict.txt (prepare it with "
-                     "scripts/prepare_pretraining_data.py)")
+                     "taco-prepare-data)")
     for task in dict.fromkeys(t.name for t in finetuned):  # phase 4's check, before phase 1
         try:
             check_glue_data_fits(args.data, args.glue_data / task, f"{args.out / 'pretrain'}/*/"

@@ -7,7 +7,7 @@ stop the preparation with their line numbers unless --skip-malformed leaves them
 
 Example (the five GLUE tasks in ../shared, with the quick start's data-bin):
 
-    python scripts/prepare_glue.py --glue-dir ../shared/data/glue \\
+    taco-prepare-glue --glue-dir ../shared/data/glue \\
         --pretraining-data runs/quickstart/data-bin --destdir runs/quickstart/glue-bin
 """
 

@@ -1,4 +1,4 @@
-"""The phases of a comparison (``scripts/compare_objectives.py``), each resumable:
+"""The phases of a comparison (``taco-compare``), each resumable:
 
 1. pre-training of every objective × pre-training seed (:mod:`.pretraining`);
 2. per checkpoint: the validation masked-LM loss (from the run's log) and the contextual
@@ -51,7 +51,7 @@ class StudyOptions:
         objectives: recipe names (:mod:`.objectives`); the first is the baseline.
         pretrain_seeds: one pre-training run per objective and seed.
         settings: what the pre-training runs share.
-        glue_data: the prepared GLUE directory (``scripts/prepare_glue.py``).
+        glue_data: the prepared GLUE directory (``taco-prepare-glue``).
         tasks: GLUE tasks fine-tuned at every checkpoint.
         final_tasks: more tasks fine-tuned at the last checkpoint only.
         seeds: fine-tuning seeds.

@@ -1,6 +1,6 @@
 """Turn GLUE task directories (original TSV layout) into data for fairseq's
 ``sentence_prediction`` task, with the SentencePiece model and ``dict.txt`` of a pre-training
-data-bin (made by ``scripts/prepare_pretraining_data.py``).
+data-bin (made by ``taco-prepare-data``).
 
 Per task, ``destdir/<TASK>/`` holds, as fairseq's RoBERTa GLUE recipe
 (``examples/roberta/preprocess_GLUE_tasks.sh``) lays it out::
@@ -109,7 +109,7 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
         if not (pretraining / name).is_file():
             raise FileNotFoundError(
                 f"{pretraining / name} not found: --pretraining-data must be a data-bin made "
-                "by scripts/prepare_pretraining_data.py"
+                "by taco-prepare-data"
             )
     if options.checkpoint is not None:
         if Path(options.checkpoint).is_dir():
@@ -126,14 +126,14 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
     glue_dir = Path(options.glue_dir)
     if not glue_dir.is_dir():
         raise FileNotFoundError(f"--glue-dir {glue_dir}: no such directory; download GLUE with "
-                                "scripts/download_glue.py")
+                                "taco-download-glue")
     if options.tasks:
         tasks = get_tasks(options.tasks)
         for task in tasks:
             if not (glue_dir / task.name).is_dir():
                 raise FileNotFoundError(
                     f"no {task.name} directory in {glue_dir}; download GLUE with "
-                    "scripts/download_glue.py or drop the task from --tasks"
+                    "taco-download-glue or drop the task from --tasks"
                 )
     else:
         tasks = tuple(t for t in TASKS.values() if (glue_dir / t.name).is_dir())
@@ -193,7 +193,7 @@ def read_prep_info(task_dir: Path) -> dict:
     path = Path(task_dir) / INFO_FILE
     if not path.is_file():
         raise FileNotFoundError(
-            f"{path} not found: prepare the task with scripts/prepare_glue.py first"
+            f"{path} not found: prepare the task with taco-prepare-glue first"
         )
     return json.loads(path.read_text(encoding="utf-8"))
 

@@ -26,7 +26,7 @@ _EMBEDDINGS = "encoder.sentence_encoder.embed_tokens.weight"
 #: The end of an error about GLUE data that does not fit a checkpoint.
 GLUE_DATA_FIX = (
     "Prepare the GLUE data with the data-bin the checkpoint was pre-trained on: "
-    "scripts/prepare_glue.py --pretraining-data DATA_BIN"
+    "taco-prepare-glue --pretraining-data DATA_BIN"
 )
 _NAME = re.compile(r"[^A-Za-z0-9_.@+-]+")
 

@@ -72,7 +72,7 @@ class RunnerOptions:
     """How runs are carried out.
 
     Attributes:
-        data_dir: the prepared GLUE directory (``scripts/prepare_glue.py --destdir``), with
+        data_dir: the prepared GLUE directory (``taco-prepare-glue --destdir``), with
             one sub-directory per task.
         out_dir: where run directories go.
         pretraining_data: the checkpoints' pre-training data-bin, for the dictionary check

@@ -169,6 +169,7 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
             max_sentences=options.input_sentence_size,
             seed=options.seed,
             num_threads=options.workers,
+            source="--train " + " ".join(map(str, inputs["train"])),
         )
 
     seconds["encode"] = seconds["binarize"] = 0.0

@@ -1,6 +1,5 @@
-"""Command-line options shared by ``taco-analyze-context``,
-``taco-analyze-wordsim`` and ``taco-analyze-dynamics``, and the analyses they
-run from parsed options."""
+"""Command-line options shared by ``taco-analyze-context``, ``taco-analyze-wordsim`` and
+``taco-analyze-dynamics``, and the analyses they run from parsed options."""
 
 import argparse
 import logging

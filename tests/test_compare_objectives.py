@@ -393,7 +393,7 @@ def test_the_documented_gpu_study_command_parses():
     text = (REPO / "docs" / "results.md").read_text()
     start = text.index("taco-compare --data data-bin/books-wiki")
     command = text[start:text.index("\n", text.index("--num-workers 2", start))]
-    own, fairseq_args = compare.split_fairseq_args(shlex.split(command.replace("\\\n", " "))[2:])
+    own, fairseq_args = compare.split_fairseq_args(shlex.split(command.replace("\\\n", " "))[1:])
     args = compare.build_parser().parse_args(own)
     assert args.finetune_options == "--fp16" and args.finetune_max_updates == ["SST-2=2000"]
     assert fairseq_args == ["--fp16", "--num-workers", "2"]

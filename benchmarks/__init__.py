@@ -1,5 +1,5 @@
 """Measuring what TACO costs over masked-LM pre-training (``python -m benchmarks``,
-``scripts/benchmark_taco.py``); a development tool, not installed with the package.
+``python -m benchmarks``); a development tool, not installed with the package.
 
 * :mod:`.update_timing`: fairseq ``Trainer.train_step`` of two criteria, interleaved, each in
   its own process (update time, tokens per second, peak memory);

@@ -10,7 +10,7 @@ See docs/performance.md.
 A development tool of the repository, not installed with the package. Example (from the
 repository root; prepares runs/benchmark/data-bin from ../shared on first use):
 
-    python scripts/benchmark_taco.py --output runs/benchmark/report.md
+    python -m benchmarks --output runs/benchmark/report.md
     python -m benchmarks --output runs/benchmark/report.md  # the same
 """
 
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
             bar.set_postfix_str(line)
 
         result = run_benchmark(options, progress)
-    command = "python scripts/benchmark_taco.py " + " ".join(
+    command = "python -m benchmarks " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
     )
     targets = Targets(args.target_time_ratio, args.target_memory_ratio, args.target_speed_ratio,

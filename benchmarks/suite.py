@@ -18,7 +18,7 @@ from .update_timing import (
 
 @dataclass
 class BenchmarkOptions:
-    """What to measure (the options of ``scripts/benchmark_taco.py``).
+    """What to measure (the options of ``python -m benchmarks``).
 
     Raises:
         ValueError: (when built) for an unknown shape name, TC token counts that are not whole

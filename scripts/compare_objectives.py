@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-compare` (taco_fairseq/cli/compare.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-compare` (taco_fairseq/cli/compare.py)
+for existing command lines; the docs use `taco-compare`."""
 
 from taco_fairseq.cli.compare import main
 

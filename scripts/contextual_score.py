@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-analyze-context` (taco_fairseq/cli/contextual_score.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-analyze-context` (taco_fairseq/cli/contextual_score.py)
+for existing command lines; the docs use `taco-analyze-context`."""
 
 from taco_fairseq.cli.contextual_score import main
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-download-glue` (taco_fairseq/cli/glue_download.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-download-glue` (taco_fairseq/cli/glue_download.py)
+for existing command lines; the docs use `taco-download-glue`."""
 
 from taco_fairseq.cli.glue_download import main
 

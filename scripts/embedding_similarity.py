@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-analyze-wordsim` (taco_fairseq/cli/embedding_similarity.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-analyze-wordsim` (taco_fairseq/cli/embedding_similarity.py)
+for existing command lines; the docs use `taco-analyze-wordsim`."""
 
 from taco_fairseq.cli.embedding_similarity import main
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-export-hf` (taco_fairseq/cli/export_hf.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-export-hf` (taco_fairseq/cli/export_hf.py)
+for existing command lines; the docs use `taco-export-hf`."""
 
 from taco_fairseq.cli.export_hf import main
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-glue-sweep` (taco_fairseq/cli/glue_sweep.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-glue-sweep` (taco_fairseq/cli/glue_sweep.py)
+for existing command lines; the docs use `taco-glue-sweep`."""
 
 from taco_fairseq.cli.glue_sweep import main
 

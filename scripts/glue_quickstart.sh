@@ -25,7 +25,7 @@ if [ ! -f "$CHECKPOINT" ]; then
 fi
 
 echo "== 1/2 Preparing the GLUE tasks in $GLUE -> $RUN/glue-bin"
-.venv/bin/python scripts/prepare_glue.py --glue-dir "$GLUE" --pretraining-data "$RUN/data-bin" \
+.venv/bin/taco-prepare-glue --glue-dir "$GLUE" --pretraining-data "$RUN/data-bin" \
   --destdir "$RUN/glue-bin" --workers 2 --force 2>&1 | grep -v -E "encoding|INFO"
 
 echo "== 2/2 Fine-tuning $CHECKPOINT on each task ($MAX_UPDATE updates, seeds $SEEDS; logs and"
@@ -33,7 +33,7 @@ echo "       predictions in $RUN/glue)"
 CAPS=()  # the schedule of each run ends at its cap (--max-updates)
 for task_dir in "$RUN"/glue-bin/*/; do CAPS+=("$(basename "$task_dir")=$MAX_UPDATE"); done
 # shellcheck disable=SC2086
-if ! .venv/bin/python scripts/run_glue.py --checkpoints "TACO=$CHECKPOINT" --data "$RUN/glue-bin" \
+if ! .venv/bin/taco-glue --checkpoints "TACO=$CHECKPOINT" --data "$RUN/glue-bin" \
     --out "$RUN/glue" --seeds $SEEDS --cpu --max-updates "${CAPS[@]}" -- --num-workers 0 \
     2> "$RUN/glue.log"; then
   tail -n 5 "$RUN/glue.log" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-analyze-dynamics` (taco_fairseq/cli/learning_dynamics.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-analyze-dynamics` (taco_fairseq/cli/learning_dynamics.py)
+for existing command lines; the docs use `taco-analyze-dynamics`."""
 
 from taco_fairseq.cli.learning_dynamics import main
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-predict-glue` (taco_fairseq/cli/glue_predict.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-predict-glue` (taco_fairseq/cli/glue_predict.py)
+for existing command lines; the docs use `taco-predict-glue`."""
 
 from taco_fairseq.cli.glue_predict import main
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Prepare GLUE tasks for fine-tuning with fairseq's sentence_prediction task (``--help``);
-the command is :func:`taco_fairseq.cli.prepare_glue.main`."""
+"""A shim of `taco-prepare-glue` (taco_fairseq/cli/prepare_glue.py)
+for existing command lines; the docs use `taco-prepare-glue`."""
 
 from taco_fairseq.cli.prepare_glue import main
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Prepare a fairseq data-bin for masked-LM (TACO) pre-training from raw text (``--help``);
-the command is :func:`taco_fairseq.cli.prepare_data.main`."""
+"""A shim of `taco-prepare-data` (taco_fairseq/cli/prepare_data.py)
+for existing command lines; the docs use `taco-prepare-data`."""
 
 from taco_fairseq.cli.prepare_data import main
 

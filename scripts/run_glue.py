@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-glue` (taco_fairseq/cli/glue.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-glue` (taco_fairseq/cli/glue.py)
+for existing command lines; the docs use `taco-glue`."""
 
 from taco_fairseq.cli.glue import main
 

@@ -18,7 +18,13 @@ fi
 echo "Setting up .venv (pinned versions from constraints.txt; pip's log: .venv/pip.log) ..."
 "$PYTHON" -m venv .venv
 if ! { .venv/bin/python -m pip install --upgrade pip &&
-       .venv/bin/python -m pip install -c constraints.txt -e ".[test,plot,hf,tensorboard,analysis]" &&
+       # --no-compile: Python compiles a module when it is first imported; compiling all 15,000
+       # files of the dependencies up front took minutes on busy cores. fairseq's are compiled
+       # here, into this log: some of them print a SyntaxWarning when compiled
+       .venv/bin/python -m pip install --no-compile -c constraints.txt \
+         -e ".[test,plot,hf,tensorboard,analysis]" &&
+       .venv/bin/python -m compileall -q .venv/lib/python3*/site-packages/fairseq \
+         .venv/lib/python3*/site-packages/fairseq_cli &&
        # ve-fairseq pulls in torchaudio, whose only release here (2.11.1) cannot load next to
        # torch 2.13 and breaks `import transformers`; fairseq needs it only for speech tasks
        .venv/bin/python -m pip uninstall -y torchaudio; } > .venv/pip.log 2>&1

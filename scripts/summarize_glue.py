@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-glue-summary` (taco_fairseq/cli/glue_summary.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-glue-summary` (taco_fairseq/cli/glue_summary.py)
+for existing command lines; the docs use `taco-glue-summary`."""
 
 from taco_fairseq.cli.glue_summary import main
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`taco-analyze-log` (taco_fairseq/cli/training_log.py), under the path the docs and existing command lines
-use."""
+"""A shim of `taco-analyze-log` (taco_fairseq/cli/training_log.py)
+for existing command lines; the docs use `taco-analyze-log`."""
 
 from taco_fairseq.cli.training_log import main
 

@@ -149,7 +149,7 @@ def from_pretrained(
                 f"{checkpoint} was trained on data directory {recorded}, which does not exist "
                 "here (a relative one was looked for beside the checkpoint, in its parent "
                 "directories and in the current directory); give the data-bin with the model's "
-                "dict.txt (data_dir= in Python, --data for scripts/export_to_hf.py)"
+                "dict.txt (data_dir= in Python, --data for taco-export-hf)"
             )
         data_dir = recorded
     data_dir = Path(data_dir).resolve()
@@ -161,7 +161,7 @@ def from_pretrained(
             raise FileNotFoundError(
                 f"no {SENTENCEPIECE_MODEL} in {data_dir} (a GLUE task directory?): pass the "
                 "pre-training data-bin's model (sentencepiece_model= in Python, "
-                "--sentencepiece-model of scripts/export_to_hf.py)"
+                "--sentencepiece-model of taco-export-hf)"
             )
     elif not Path(sentencepiece_model).is_file():
         raise FileNotFoundError(f"sentencepiece_model not found: {sentencepiece_model}")

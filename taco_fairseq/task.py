@@ -178,7 +178,7 @@ class TacoMaskedLMTask(MaskedLMTask):
             raise InputNotFoundError(
                 f"--mask-whole-words needs the data-bin's SentencePiece model to find word "
                 f"starts: {model} does not exist. Use a data-bin made by "
-                "scripts/prepare_pretraining_data.py, or leave --mask-whole-words out")
+                "taco-prepare-data, or leave --mask-whole-words out")
         return argparse.Namespace(bpe="sentencepiece", sentencepiece_model=model)
 
     @classmethod
@@ -186,7 +186,7 @@ class TacoMaskedLMTask(MaskedLMTask):
         """fairseq's, with an error naming ``--data`` when it is no data-bin directory."""
         paths = utils.split_paths(cfg.data)
         fix = ("Point --data to a fairseq data-bin directory, e.g. one made by "
-               "scripts/prepare_pretraining_data.py.")
+               "taco-prepare-data.")
         if paths and not os.path.isdir(paths[0]):
             raise InputNotFoundError(f"--data {cfg.data!r}: the directory {paths[0]!r} does not "
                                      f"exist{hydra_relative_path_hint(paths[0])}. {fix}")

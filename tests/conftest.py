@@ -237,7 +237,7 @@ def glue_data() -> Path:
 def glue_databin(glue_data, tiny_databin, tmp_path_factory) -> Path:
     """The five real GLUE tasks prepared by the GLUE prep command's library with the
     SentencePiece model and dict.txt of ``tiny_databin`` (2 workers); one directory per task."""
-    from taco_fairseq.prep.glue_data import GluePrepOptions, prepare_glue
+    from taco_fairseq.glue.databin import GluePrepOptions, prepare_glue
 
     destdir = tmp_path_factory.mktemp("glue")
     prepare_glue(GluePrepOptions(glue_dir=glue_data, pretraining_data=tiny_databin,

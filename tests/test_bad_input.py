@@ -396,6 +396,29 @@ def test_utf16_text_is_refused(wikitext_test, head, tmp_path):
     assert result.returncode != 0 and "(100%) are not UTF-8 text" in result.stderr
 
 
+def test_a_corpus_without_line_breaks(wikipedia_aa, tmp_path):
+    """5 MB of real text on one line: SentencePiece trains on lines of at most 4,192 bytes and
+    stopped with "INTERNAL ... !sentences_.empty()" and a traceback."""
+    with lzma.open(wikipedia_aa, "rt", encoding="utf-8") as f:
+        words = " ".join(line.strip() for line in itertools.islice(f, 40000)
+                         if line.strip() and not line.startswith("<"))  # no <doc> markup
+    corpus = tmp_path / "one-line.txt"
+    corpus.write_text(words[:5_000_000] + "\n", encoding="utf-8")
+    valid = tmp_path / "valid.txt"
+    valid.write_text("A short validation text.\n", encoding="utf-8")
+    result = run_script("prepare_pretraining_data.py", "--train", corpus, "--valid", valid,
+                        "--vocab-size", "100", "--destdir", tmp_path / "out")
+    assert result.returncode == 1, result.stderr[-2000:]
+    (error,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    longest = re.fullmatch(
+        rf"error: --train {re.escape(str(corpus))}: every line of the training text is longer "
+        r"than the 4192 bytes SentencePiece trains on \(the longest has ([\d,]+) bytes\), so it "
+        r"has nothing to learn from\. Break the text into lines: a sentence or paragraph per "
+        r"line \(the lines of a file stay one document\)\.", error)
+    assert longest and 4_900_000 < int(longest.group(1).replace(",", "")) <= 5_100_000, error
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
 @pytest.fixture(scope="module")
 def odd_corpus_databin(wikipedia_aa, tmp_path_factory):
     """Real Wikipedia text with a line of invalid UTF-8 and a line of ~2,600 tokens (10 kB,

@@ -3,10 +3,12 @@ timings of a shared CI machine mean little; docs/performance.md has measured one
 
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
-from conftest import USER_DIR, fairseq_setup, run_script
+from conftest import REPO, USER_DIR, fairseq_setup
 from benchmarks.collate_timing import time_collate
 from benchmarks.report import growth_exponents, paired_ratios
 from benchmarks.tc_loss_timing import TCLossTiming, time_tc_loss
@@ -14,10 +16,16 @@ from benchmarks import update_timing
 from benchmarks.update_timing import compare_updates
 
 
+def run_benchmark(*args):
+    """``python -m benchmarks ARGS`` from the repository root, as the docs run it."""
+    return subprocess.run([sys.executable, "-m", "benchmarks", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO)
+
+
 def test_benchmark_command_runs_and_prints_its_tables(tiny_databin, tmp_path):
     output = tmp_path / "report.md"
-    result = run_script(
-        "benchmark_taco.py", "--data", tiny_databin, "--shapes", "tiny", "--steps", "1",
+    result = run_benchmark(
+        "--data", tiny_databin, "--shapes", "tiny", "--steps", "1",
         "--warmup", "1", "--collate-batches", "2", "--tc-tokens", "512", "768",
         "--tc-negatives", "3", "5", "--tc-fixed-tokens", "512", "--tc-hidden", "32",
         "--tc-repeats", "1",
@@ -41,7 +49,7 @@ def test_benchmark_command_runs_and_prints_its_tables(tiny_databin, tmp_path):
 
 
 def test_benchmark_command_rejects_partial_sequences(tiny_databin):
-    result = run_script("benchmark_taco.py", "--data", tiny_databin, "--tc-tokens", "300")
+    result = run_benchmark("--data", tiny_databin, "--tc-tokens", "300")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--tc-tokens" in result.stderr and "multiples of 256" in result.stderr
 

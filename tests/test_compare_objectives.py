@@ -1,4 +1,4 @@
-"""scripts/compare_objectives.py: the objectives read from the recipes, and a toy comparison
+"""taco-compare: the objectives read from the recipes, and a toy comparison
 end to end (roberta_tiny, tens of updates, one task) that resumes instead of redoing work."""
 
 import csv
@@ -109,7 +109,7 @@ def test_the_initialization_is_what_fairseq_train_starts_from(tiny_databin, tmp_
     import torch
 
     from taco_fairseq.analysis.checkpoints import checkpoint_updates, load_checkpoint
-    from taco_fairseq.checkpoints import load_lazily
+    from taco_fairseq.metadata import load_lazily
 
     settings = PretrainSettings(
         data=tiny_databin, arch="roberta_tiny", max_update=1, checkpoint_updates=(1,),
@@ -392,7 +392,7 @@ def test_an_unprepared_task_is_named_before_anything_runs(tmp_path, capsys):
                                            "--finetune-lr", "3e-4"))
     err = capsys.readouterr().err
     assert f"--glue-data {tmp_path / 'glue'}: SST-2 not prepared" in err
-    assert "prepare_glue.py --tasks SST-2" in err
+    assert "taco-prepare-glue --tasks SST-2" in err
 
 
 def test_glue_data_of_another_dictionary_is_an_error_before_pretraining(tmp_path, capsys):
@@ -411,7 +411,7 @@ def test_glue_data_of_another_dictionary_is_an_error_before_pretraining(tmp_path
             f"{data}) was trained with another dictionary (6 symbols) than "
             f"{glue / 'MRPC' / 'input0' / 'dict.txt'} (6 symbols)") in err
     assert f"It was trained on {data.resolve() / 'dict.txt'}." in err
-    assert "scripts/prepare_glue.py --pretraining-data" in err
+    assert "taco-prepare-glue --pretraining-data" in err
     assert not (tmp_path / "out").exists()
 
 
@@ -504,9 +504,9 @@ def test_the_documented_gpu_study_command_parses():
     from taco_fairseq.cli import compare
 
     text = (REPO / "docs" / "results.md").read_text()
-    start = text.index("python scripts/compare_objectives.py --data data-bin/books-wiki")
+    start = text.index("taco-compare --data data-bin/books-wiki")
     command = text[start:text.index("\n", text.index("--num-workers 2", start))]
-    own, fairseq_args = compare.split_fairseq_args(shlex.split(command.replace("\\\n", " "))[2:])
+    own, fairseq_args = compare.split_fairseq_args(shlex.split(command.replace("\\\n", " "))[1:])
     args = compare.build_parser().parse_args(own)
     assert args.finetune_options == "--fp16" and args.finetune_max_updates == ["SST-2=2000"]
     assert fairseq_args == ["--fp16", "--num-workers", "2"]

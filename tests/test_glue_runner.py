@@ -18,8 +18,8 @@ from fairseq import options
 from conftest import USER_DIR, run_fairseq, run_script
 from taco_fairseq.analysis.training_log import parse_json_log
 from taco_fairseq.metadata import DICTIONARY_KEY, SENTENCEPIECE_KEY
-from taco_fairseq.prep.glue_data import GluePrepOptions, prepare_glue
-from taco_fairseq.glue.options import parse_update_caps
+from taco_fairseq.glue.databin import GluePrepOptions, prepare_glue
+from taco_fairseq.cli.glue_options import parse_update_caps
 from taco_fairseq.glue.predict import FinetunedModel, read_predictions
 from taco_fairseq.glue.pretrained import (
     PretrainedCheckpoint,
@@ -430,7 +430,7 @@ def test_grid_options_that_would_be_ignored_are_an_error():
 
 def test_data_without_prepared_tasks_is_an_error_with_the_fix(tmp_path):
     from taco_fairseq.cli.glue import build_parser
-    from taco_fairseq.glue.options import selected_tasks
+    from taco_fairseq.cli.glue_options import selected_tasks
 
     def error(data):
         args = build_parser().parse_args(["--checkpoints", "c.pt", "--data", str(data), "--out",
@@ -441,7 +441,7 @@ def test_data_without_prepared_tasks_is_an_error_with_the_fix(tmp_path):
 
     assert error(tmp_path / "nope") == (f"no prepared GLUE task in {tmp_path / 'nope'} (no such "
                                         "directory); --data is the --destdir of "
-                                        "scripts/prepare_glue.py")
+                                        "taco-prepare-glue")
     (tmp_path / "bin" / "RTE").mkdir(parents=True)
     assert f"in {tmp_path / 'bin' / 'RTE'}: give its parent, {tmp_path / 'bin'};" in error(
         tmp_path / "bin" / "RTE")

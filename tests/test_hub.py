@@ -102,13 +102,13 @@ def test_errors_name_what_to_pass(trained_checkpoint, tiny_databin, tmp_path, mo
         hub.from_pretrained(trained_checkpoint, data_dir=other_vocabulary, sentencepiece_model=spm_file)
     monkeypatch.setattr(hub, "recorded_data_dir", lambda checkpoint, state: str(tmp_path / "moved"))
     with pytest.raises(FileNotFoundError,
-                       match=r"data_dir= in Python, --data for scripts/export_to_hf.py"):
+                       match=r"data_dir= in Python, --data for taco-export-hf"):
         hub.from_pretrained(trained_checkpoint)
 
 
 def _databin_copy(tiny_databin, directory, swap=False):
     """A data-bin with ``tiny_databin``'s files; ``swap``: dict.txt with two entries swapped
-    (same size, as after prepare_pretraining_data.py --force on other text)."""
+    (same size, as after taco-prepare-data --force on other text)."""
     directory.mkdir()
     for name in ("sentencepiece.bpe.model", "valid.bin", "valid.idx"):
         (directory / name).symlink_to(tiny_databin / name)

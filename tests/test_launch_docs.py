@@ -1,11 +1,15 @@
 """The multi-node commands of examples/taco/README.md (torchrun, SLURM) parse as fairseq options
 and, in the environment each launcher sets, fairseq's own launcher logic derives the documented
 rendezvous, ranks, GPUs and world size. No GPU or cluster is needed: the environment and
-``torch.cuda.device_count`` are faked."""
+``torch.cuda.device_count`` are faked. The documented ``--user-dir`` loads the plugin from any
+directory."""
 
 import os
 import re
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +17,7 @@ from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.distributed import utils as distributed_utils
 
-from conftest import REPO
+from conftest import REPO, USER_DIR
 
 #: Sequences per update of the paper's recipes.
 SEQUENCES_PER_UPDATE = 1280
@@ -108,3 +112,21 @@ def test_slurm_command(eight_gpus, monkeypatch, tmp_path):
     assert dist.distributed_init_method == f"tcp://gpu01:{dist.distributed_port}"
     assert (dist.distributed_world_size, dist.distributed_rank, dist.device_id) == (16, 13, 5)
     assert dist.distributed_no_spawn and eight_gpus == [5]
+
+
+def test_the_documented_user_dir_loads_the_plugin_from_any_directory(tmp_path):
+    """fairseq resolves ``--user-dir`` against the working directory before the plugin loads,
+    so a relative one fails outside the repository root and under hydra, which changes the
+    working directory (README, "Pre-train"). The docs' hydra commands give it absolute, and
+    an absolute one loads the plugin from anywhere."""
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+            *sorted((REPO / "examples" / "taco").glob("*.md"))]
+    blocks = [block for path in docs
+              for block in re.findall(r"```bash\n(.*?)```", path.read_text(encoding="utf-8"), re.S)]
+    given = [value for block in blocks for value in re.findall(r"common\.user_dir=(\S+)", block)]
+    assert given and set(given) == {"$PWD/taco_fairseq"}
+    train = Path(sys.executable).with_name("fairseq-train")
+    result = subprocess.run([str(train), "--user-dir", USER_DIR, "--help"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert ",mlm,taco,sentence_prediction_summable}" in result.stdout  # the criteria it adds

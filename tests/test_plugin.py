@@ -1,13 +1,71 @@
 """What ``import taco_fairseq`` (and ``--user-dir taco_fairseq``) loads: the plugin modules and
 their registrations, none of the tools."""
 
+import ast
 import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
-TOOLS = ("prep", "glue", "analysis", "hf_export", "comparison", "benchmark", "cli")
+TOOLS = ("prep", "glue", "analysis", "hf_export", "comparison", "cli")
+#: What each tool package may import besides the plugin: imports flow cli → tools → plugin,
+#: and among the tools one way, from the GLUE and comparison tools down to ``prep`` (GLUE data
+#: preparation, ``glue/databin.py``, builds on prep's binarizer and dictionary check; prep
+#: knows nothing of GLUE).
+TOOL_IMPORTS = {
+    "prep": set(),
+    "analysis": {"prep"},
+    "hf_export": {"prep"},
+    "glue": {"prep", "analysis"},
+    "comparison": {"glue", "analysis"},
+    "cli": set(TOOLS) - {"cli"},
+}
+
+
+def _layer(module: str) -> str:
+    """``taco_fairseq.glue.runner`` → ``glue``; a module of the plugin → ``plugin``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in TOOLS else "plugin"
+
+
+def _imported_modules(path):
+    """The ``taco_fairseq`` modules ``path`` imports anywhere (also inside functions), relative
+    imports resolved."""
+    package = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    if path.name != "__init__.py":
+        package = package.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            names = [f"{base}.{alias.name}" for alias in node.names]  # a module or a name in it
+        else:
+            continue
+        yield from (n for n in names if n.split(".")[0] == "taco_fairseq")
+
+
+def _layer_imports():
+    """(importing module, its layer, imported module, its layer) over every module."""
+    for path in sorted((REPO / "taco_fairseq").rglob("*.py")):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        for imported in _imported_modules(path):
+            yield module, _layer(module), imported, _layer(imported)
+
+
+def test_imports_flow_from_the_commands_through_the_tools_to_the_plugin():
+    edges = {(layer, target): f"{m} imports {i}" for m, layer, i, target in _layer_imports()}
+    wrong = sorted(example for (layer, target), example in edges.items()
+                   if target not in (layer, "plugin")
+                   and (layer == "plugin" or target not in TOOL_IMPORTS[layer]))
+    assert wrong == []  # e.g. prep importing glue, glue/ or analysis/ importing cli/
+    assert {("glue", "prep"), ("cli", "glue"), ("prep", "plugin")} <= set(edges)  # seen
 
 
 def test_import_loads_only_the_plugin_and_registers_everything():

@@ -10,7 +10,7 @@ from fairseq.data import Dictionary, data_utils
 
 from conftest import run_script
 from taco_fairseq.glue.download import ARCHIVES, download_glue, format_mrpc
-from taco_fairseq.prep.glue_data import (
+from taco_fairseq.glue.databin import (
     GluePrepOptions,
     MalformedRowsError,
     prepare_glue,

@@ -110,7 +110,7 @@ def load_checkpoint(
     except FileNotFoundError as e:
         raise FileNotFoundError(
             f"{e} (commands: --data-bin DIR, a data-bin made by "
-            "scripts/prepare_pretraining_data.py)"
+            "taco-prepare-data)"
         ) from e
     return Checkpoint(run_name(path), path, checkpoint_updates(path), hub.to(device))
 

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..checkpoints import load_lazily
+from ..metadata import load_lazily
 from ..glue.metrics import score_predictions
 from ..glue.pretrained import check_glue_data
 from ..glue.tasks import GlueTask, get_task

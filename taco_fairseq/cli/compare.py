@@ -56,14 +56,14 @@ from taco_fairseq.comparison.study import (
     set_threads,
     study_checkpoints,
 )
-from taco_fairseq.cli import positive, seed
-from taco_fairseq.glue.options import parse_update_caps, split_fairseq_args
+from taco_fairseq.cli.argtypes import positive, seed
+from taco_fairseq.cli.glue_options import parse_update_caps, split_fairseq_args
 from taco_fairseq.glue.pretrained import check_glue_data_fits
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
 from taco_fairseq.glue.runner import check_fairseq_args, check_given_once
 from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
-from taco_fairseq.prep.glue_data import INFO_FILE
+from taco_fairseq.prep.pretraining import INFO_FILE
 
 #: Where a call that runs the phases records its command, for the report of a --report-only call.
 COMMAND_FILE = "command.txt"
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", type=Path, required=True, help="pre-training data-bin")
     parser.add_argument("--glue-data", type=Path, required=True,
                         help="GLUE tasks prepared with the data-bin's vocabulary "
-                        "(scripts/prepare_glue.py --pretraining-data DATA)")
+                        "(taco-prepare-glue --pretraining-data DATA)")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     group = parser.add_argument_group("pre-training")
     group.add_argument("--objectives", nargs="+", default=["mlm", "taco"], metavar="NAME",
@@ -186,11 +186,11 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
                          if not (args.glue_data / t.name / INFO_FILE).is_file()})
     if unprepared:  # found now, not after hours of pre-training
         parser.error(f"--glue-data {args.glue_data}: {', '.join(unprepared)} not prepared (no "
-                     f"{INFO_FILE}); prepare them with scripts/prepare_glue.py --tasks "
+                     f"{INFO_FILE}); prepare them with taco-prepare-glue --tasks "
                      f"{' '.join(unprepared)}")
     if not (args.data / "dict.txt").is_file():
         parser.error(f"--data {args.data}: no dict.txt (prepare it with "
-                     "scripts/prepare_pretraining_data.py)")
+                     "taco-prepare-data)")
     for task in dict.fromkeys(t.name for t in [*finetuned, *probed]):  # before phase 1
         try:
             check_glue_data_fits(args.data, args.glue_data / task, f"{args.out / 'pretrain'}/*/"

@@ -11,7 +11,7 @@ Example:
 import argparse
 from pathlib import Path
 
-from taco_fairseq.analysis.cli import (
+from taco_fairseq.cli.analysis_options import (
     add_pair_arguments,
     add_run_arguments,
     run_command,

@@ -21,7 +21,7 @@ import logging
 import sys
 from pathlib import Path
 
-from taco_fairseq.cli import positive, positive_int
+from taco_fairseq.cli.argtypes import positive, positive_int
 from taco_fairseq.hf_export.check_text import read_check_lines
 from taco_fairseq.hf_export.export import export_to_transformers
 from taco_fairseq.hf_export.parity import DEFAULT_ATOL, ParityError

@@ -24,8 +24,8 @@ import random
 import shlex
 import sys
 
-from taco_fairseq.cli import positive
-from taco_fairseq.glue.options import (
+from taco_fairseq.cli.argtypes import positive
+from taco_fairseq.cli.glue_options import (
     add_runner_options,
     runner_options,
     selected_tasks,

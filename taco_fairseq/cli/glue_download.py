@@ -3,7 +3,7 @@
 Needs internet access. Example:
 
     taco-download-glue --data-dir glue_data --tasks MNLI QNLI QQP
-    python scripts/prepare_glue.py --glue-dir glue_data --pretraining-data DATA_BIN --destdir ...
+    taco-prepare-glue --glue-dir glue_data --pretraining-data DATA_BIN --destdir ...
 """
 
 import argparse

@@ -17,7 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
-from taco_fairseq.glue.options import (
+from taco_fairseq.cli.glue_options import (
     add_runner_options,
     runner_options,
     selected_tasks,

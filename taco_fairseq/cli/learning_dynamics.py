@@ -18,7 +18,7 @@ from pathlib import Path
 
 from taco_fairseq.analysis import figures
 from taco_fairseq.analysis.checkpoints import run_name
-from taco_fairseq.analysis.cli import (
+from taco_fairseq.cli.analysis_options import (
     add_corpus_arguments,
     add_pair_arguments,
     add_run_arguments,

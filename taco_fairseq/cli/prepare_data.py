@@ -8,7 +8,7 @@ how input files are read: taco_fairseq/prep/corpus.py.
 
 Example (from the repository root, after `pip install -e .`):
 
-    python scripts/prepare_pretraining_data.py \\
+    taco-prepare-data \\
         --train ../shared/data/corpus/wikipedia-en-2015-wikiextractor/AA.txt.xz \\
         --valid-fraction 0.005 --vocab-size 30522 --workers 8 --destdir data-bin/wiki-aa
 """
@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from taco_fairseq.cli import positive_int
+from taco_fairseq.cli.argtypes import positive_int
 from taco_fairseq.prep.pretraining import (
     VALID_DOCS_WARN_SHARE,
     PrepareOptions,

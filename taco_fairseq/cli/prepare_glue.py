@@ -2,12 +2,12 @@
 sentence_prediction task, with the SentencePiece model and dict.txt of a pre-training data-bin.
 
 Writes DESTDIR/<TASK>/{input0,input1,label,index}/ and prep_info.json per task (layout in
-taco_fairseq/prep/glue_data.py). Malformed rows (a missing or extra column, an unknown label)
+taco_fairseq/glue/databin.py). Malformed rows (a missing or extra column, an unknown label)
 stop the preparation with their line numbers unless --skip-malformed leaves them out (counted).
 
 Example (the five GLUE tasks in ../shared, with the quick start's data-bin):
 
-    python scripts/prepare_glue.py --glue-dir ../shared/data/glue \\
+    taco-prepare-glue --glue-dir ../shared/data/glue \\
         --pretraining-data runs/quickstart/data-bin --destdir runs/quickstart/glue-bin
 """
 
@@ -17,9 +17,9 @@ import os
 import sys
 from pathlib import Path
 
-from taco_fairseq.cli import positive_int
+from taco_fairseq.cli.argtypes import positive_int
 from taco_fairseq.glue.tasks import TASKS
-from taco_fairseq.prep.glue_data import GluePrepOptions, MalformedRowsError, prepare_glue
+from taco_fairseq.glue.databin import GluePrepOptions, MalformedRowsError, prepare_glue
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from taco_fairseq.analysis.checkpoints import iter_run_checkpoints
-from taco_fairseq.analysis.cli import add_run_arguments, run_command
+from taco_fairseq.cli.analysis_options import add_run_arguments, run_command
 from taco_fairseq.analysis.contextual_score import encode_sentences
 from taco_fairseq.analysis.figures import write_csv
 from taco_fairseq.analysis.probes import (
@@ -25,7 +25,7 @@ from taco_fairseq.analysis.probes import (
     probe_tasks,
 )
 from taco_fairseq.analysis.sentences import sample_sentences
-from taco_fairseq.cli import positive_int
+from taco_fairseq.cli.argtypes import positive_int
 from taco_fairseq.glue.tasks import get_tasks
 
 logger = logging.getLogger(__name__)

@@ -2,5 +2,5 @@
 each objective with the same data, seed, initialization, batches, masks and schedule,
 fine-tune every checkpoint on GLUE, and report the paired difference and the speed-up.
 
-``scripts/compare_objectives.py`` is the command; docs/results.md the study it produced.
+``taco-compare`` is the command; docs/results.md the study it produced.
 """

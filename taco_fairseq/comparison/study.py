@@ -1,4 +1,4 @@
-"""The phases of a comparison (``scripts/compare_objectives.py``), each resumable:
+"""The phases of a comparison (``taco-compare``), each resumable:
 
 1. pre-training of every objective × pre-training seed (:mod:`.pretraining`);
 2. per checkpoint, the initialization (update 0) included: the validation masked-LM loss
@@ -61,7 +61,7 @@ class StudyOptions:
         objectives: recipe names (:mod:`.objectives`); the first is the baseline.
         pretrain_seeds: one pre-training run per objective and seed.
         settings: what the pre-training runs share.
-        glue_data: the prepared GLUE directory (``scripts/prepare_glue.py``).
+        glue_data: the prepared GLUE directory (``taco-prepare-glue``).
         tasks: GLUE tasks fine-tuned at every checkpoint.
         final_tasks: more tasks fine-tuned at the last checkpoint only.
         primary_endpoint: the report's primary endpoint, one of
@@ -308,7 +308,7 @@ def _parameters_sha256(path: Path) -> str:
     """SHA-256 of a checkpoint's model parameters (names, shapes, dtypes and values)."""
     import hashlib
 
-    from ..checkpoints import load_lazily
+    from ..metadata import load_lazily
 
     digest = hashlib.sha256()
     for name, tensor in sorted(load_lazily(path)["model"].items()):

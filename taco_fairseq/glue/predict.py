@@ -10,7 +10,7 @@ from fairseq import checkpoint_utils, utils
 from tqdm import tqdm
 
 from ..metadata import load_lazily
-from ..prep.glue_data import LABEL_DIR, read_indices
+from .databin import LABEL_DIR, read_indices
 from .pretrained import check_glue_data
 
 Value = Union[str, float]

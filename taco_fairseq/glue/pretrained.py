@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..metadata import (DICTIONARY_KEY, check_dictionary, check_training_data, data_fingerprints,
-                        load_lazily, load_task_dictionary, recorded_data_dir, saved_option)
+from ..metadata import (DICTIONARY_KEY, SENTENCEPIECE_MODEL, check_dictionary,
+                        check_training_data, data_fingerprints, load_lazily,
+                        load_task_dictionary, recorded_data_dir, saved_option)
 from ..errors import InputNotFoundError, OptionError
-from ..prep.pretraining import DICT_FILE, MODEL_FILE
-from ..prep.glue_data import INFO_FILE, read_prep_info
+from ..prep.pretraining import DICT_FILE, INFO_FILE
+from .databin import read_prep_info
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ _EMBEDDINGS = "encoder.sentence_encoder.embed_tokens.weight"
 #: The end of an error about GLUE data that does not fit a checkpoint.
 GLUE_DATA_FIX = (
     "Prepare the GLUE data with the data-bin the checkpoint was pre-trained on: "
-    "scripts/prepare_glue.py --pretraining-data DATA_BIN"
+    "taco-prepare-glue --pretraining-data DATA_BIN"
 )
 _NAME = re.compile(r"[^A-Za-z0-9_.@+-]+")
 
@@ -184,7 +185,7 @@ def check_glue_data(checkpoint, state: dict, task_dir: Path):
     task_dir = Path(task_dir)
     glue_dict = task_dir / "input0" / DICT_FILE
     prep = read_prep_info(task_dir) if (task_dir / INFO_FILE).is_file() else {}
-    encoded_with = Path(prep.get("pretraining_data", "?")) / MODEL_FILE
+    encoded_with = Path(prep.get("pretraining_data", "?")) / SENTENCEPIECE_MODEL
     dictionary = load_task_dictionary(glue_dict)
     check_training_data(
         checkpoint, state, dictionary, str(glue_dict),

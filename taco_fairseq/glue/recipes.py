@@ -151,7 +151,7 @@ def finetune_args(
     (:func:`recipe_path`) with the run's values.
 
     Args:
-        task: the GLUE task; ``data_dir`` its prepared directory (``scripts/prepare_glue.py``).
+        task: the GLUE task; ``data_dir`` its prepared directory (``taco-prepare-glue``).
         checkpoint: the pre-training checkpoint (``--restore-file``); must exist (fairseq
             starts from random weights otherwise; see :mod:`.pretrained`).
         arch, max_positions: the checkpoint's architecture and positions (inputs longer than

@@ -34,7 +34,7 @@ from tqdm import tqdm
 from ..analysis.training_log import parse_json_log
 from .metrics import score_predictions
 from .predict import FinetunedModel, write_predictions
-from ..prep.glue_data import read_prep_info
+from .databin import read_prep_info
 from .pretrained import CheckpointInfo, PretrainedCheckpoint, check_compatible, inspect_checkpoint
 from .recipes import Hyperparameters, finetune_args, selection_metric
 from .tasks import GlueTask, get_task
@@ -72,7 +72,7 @@ class RunnerOptions:
     """How runs are carried out.
 
     Attributes:
-        data_dir: the prepared GLUE directory (``scripts/prepare_glue.py --destdir``), with
+        data_dir: the prepared GLUE directory (``taco-prepare-glue --destdir``), with
             one sub-directory per task.
         out_dir: where run directories go.
         pretraining_data: the checkpoints' pre-training data-bin, for the dictionary check

@@ -160,7 +160,8 @@ def format_markdown(cells: Sequence[Cell]) -> str:
                                for col in columns]
     if "CoLA" in columns:
         header.append("CoLA (MCC)")
-    header += [f"GLUE avg, paper ({n} of 9)", f"GLUE avg, MCC for CoLA ({n} of 9)"]
+    of = f"of {len(EVAL_COLUMNS)}"
+    header += [f"GLUE avg, paper ({n} {of})", f"GLUE avg, MCC for CoLA ({n} {of})"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for checkpoint in checkpoints:
         row = [checkpoint]
@@ -171,7 +172,7 @@ def format_markdown(cells: Sequence[Cell]) -> str:
             cell = by_key.get((checkpoint, "CoLA", "mcc"))
             row.append(_format_cell(cell) if cell else "-")
         avg = averages[checkpoint]
-        mark = "" if avg["columns"] == n else f" ({avg['columns']} of 9)"
+        mark = "" if avg["columns"] == n else f" ({avg['columns']} {of})"
         row += [f"{avg['paper']:.2f}{mark}", f"{avg['glue']:.2f}{mark}"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

@@ -89,7 +89,7 @@ def read_split(path: Path, layout: SplitLayout, labels: Optional[Sequence[str]])
                 raise ValueError(
                     f"{path}: header {header} is not the original GLUE layout "
                     f"{list(layout.columns)}; give the task directory of the GLUE release "
-                    "(e.g. from scripts/download_glue.py)"
+                    "(e.g. from taco-download-glue)"
                 )
         try:
             for row_number, row in enumerate(reader):

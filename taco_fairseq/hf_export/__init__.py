@@ -5,7 +5,7 @@ HuggingFace transformers, checked against fairseq on real text (``pip install -e
 * :mod:`.tokenizer`: the transformers tokenizer that gives fairseq's token ids;
 * :mod:`.check_text`: real text for the check, and its hard cases;
 * :mod:`.parity`: the check (token ids, logits);
-* :mod:`.export`: the whole export (``scripts/export_to_hf.py``);
+* :mod:`.export`: the whole export (``taco-export-hf``);
 * :mod:`.compat`: lets transformers import next to an unloadable torchaudio; run on import.
 """
 

@@ -1,6 +1,6 @@
 """Real text for the export's parity check: lines of corpus files, and the hard cases among them.
 
-Lines are read as ``scripts/prepare_pretraining_data.py`` reads its input
+Lines are read as ``taco-prepare-data`` reads its input
 (:func:`taco_fairseq.prep.corpus.read_document_lines`: UTF-8, whitespace runs made one space), so they
 look like the model's training text. :func:`select_check_text` picks from them the cases a
 converted tokenizer or model gets wrong first: the longest lines (past ``max_positions``, so

@@ -1,6 +1,6 @@
 """The transformers tokenizer of a fairseq SentencePiece data-bin, with fairseq's exact ids.
 
-fairseq's pipeline (``RobertaHubInterface.encode``, and the ids ``scripts/prepare_pretraining_data.py``
+fairseq's pipeline (``RobertaHubInterface.encode``, and the ids ``taco-prepare-data``
 writes) is: SentencePiece pieces of the text → each piece
 looked up in the fairseq ``Dictionary`` (``<s>=0 <pad>=1 </s>=2 <unk>=3``, then ``dict.txt`` in
 file order, then ``<mask>`` added by the task; a piece not in it is ``<unk>``) → ``<s> ... </s>``
@@ -17,7 +17,7 @@ SentencePiece sums piece scores in float32, so near-ties (``"00"+"0"`` vs ``"0"+
 
 One difference remains, in fairseq: it splits the pieces on Python whitespace, so a piece made
 only of U+0085 (NEXT LINE, which SentencePiece's NFKC rules keep as an unknown character)
-disappears there and is ``<unk>`` here. ``scripts/prepare_pretraining_data.py`` turns U+0085 into
+disappears there and is ``<unk>`` here. ``taco-prepare-data`` turns U+0085 into
 a space before training, so the model never saw it either way.
 """
 

@@ -58,6 +58,7 @@ import sentencepiece as spm
 from tqdm import tqdm
 
 from .. import __version__
+from ..metadata import SENTENCEPIECE_MODEL
 from .binarize import DatasetWriter
 from .corpus import check_input_file
 from .documents import (
@@ -73,7 +74,6 @@ from .vocabulary import train_sentencepiece, write_fairseq_dict
 
 logger = logging.getLogger(__name__)
 
-MODEL_FILE = "sentencepiece.bpe.model"
 DICT_FILE = "dict.txt"
 INFO_FILE = "prep_info.json"
 TEXT_DIR = "text"
@@ -87,7 +87,7 @@ RSS_SAMPLE_SECONDS = 0.05
 #: Lines SentencePiece encodes in one call (on ``workers`` threads).
 ENCODE_CHUNK_LINES = 10_000
 #: Every name this module writes into the output directory (removed first by ``force``).
-OUTPUT_NAMES = (MODEL_FILE, DICT_FILE, INFO_FILE, TEXT_DIR) + tuple(
+OUTPUT_NAMES = (SENTENCEPIECE_MODEL, DICT_FILE, INFO_FILE, TEXT_DIR) + tuple(
     f"{split}.{ext}" for split in SPLITS for ext in ("bin", "idx")
 )
 
@@ -216,13 +216,14 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
     with _phase(phases, "train_sentencepiece"):
         model = train_sentencepiece(
             train_texts,
-            shard_dirs[0] / MODEL_FILE,
+            shard_dirs[0] / SENTENCEPIECE_MODEL,
             vocab_size=options.vocab_size,
             model_type=options.model_type,
             character_coverage=options.character_coverage,
             max_sentences=options.input_sentence_size,
             seed=options.seed,
             num_threads=options.workers,
+            source="--train " + " ".join(map(str, inputs["train"])),
         )
 
     # (split, shard, text): the training shards, then the other splits in shard 0
@@ -243,7 +244,7 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
     with _phase(phases, "write_dict"):
         dict_entries = write_fairseq_dict(model, train_counts, shard_dirs[0] / DICT_FILE)
         for shard_dir in shard_dirs[1:]:
-            for name in (DICT_FILE, MODEL_FILE):
+            for name in (DICT_FILE, SENTENCEPIECE_MODEL):
                 shutil.copyfile(shard_dirs[0] / name, shard_dir / name)
 
     shard_splits = {

@@ -46,6 +46,8 @@ MODEL_TYPES = ("unigram", "bpe")
 #: model's pieces: one made from text the model encoded holds nearly all of them (1,993 of the
 #: 1,997 in ``tests/test_fairseq_databin.py``: pieces that no segmentation used are missing).
 MIN_SHARED_PIECES = 0.5
+#: SentencePiece's ``max_sentence_length`` (its default): training skips longer lines (bytes).
+MAX_SENTENCE_BYTES = 4192
 
 _TOO_LARGE = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
@@ -61,6 +63,7 @@ def train_sentencepiece(
     max_sentences: int = 1_000_000,
     seed: int = 1,
     num_threads: int = 1,
+    source: Optional[str] = None,
 ) -> spm.SentencePieceProcessor:
     """Train a SentencePiece model on the non-empty lines of text files and save it.
 
@@ -69,7 +72,8 @@ def train_sentencepiece(
     more than ``max_sentences`` non-empty lines, a uniform sample of that many lines, drawn
     with ``random.Random(seed)``, is used (SentencePiece's own ``input_sentence_size``
     sampling differs from run to run even with ``set_random_generator_seed``, as of 0.2.3).
-    Lines longer than SentencePiece's ``max_sentence_length`` (4192 bytes) are skipped by it.
+    Lines longer than SentencePiece's ``max_sentence_length`` (:data:`MAX_SENTENCE_BYTES`) are
+    skipped by it (counted in the log line).
 
     Args:
         text_path: UTF-8 text, one sentence or paragraph per line; or several such files,
@@ -82,6 +86,7 @@ def train_sentencepiece(
         max_sentences: at most this many lines are used, which bounds the trainer's memory.
         seed: seed of the line sample.
         num_threads: trainer threads (changes the model, see above).
+        source: what the text was made of, for messages (default: ``text_path``).
 
     Returns:
         The trained model.
@@ -89,19 +94,35 @@ def train_sentencepiece(
     Raises:
         ValueError: if ``vocab_size`` does not fit the text (too large for its pieces, or
             smaller than the characters it must cover); the message names ``--vocab-size``
-            and the limit.
+            and the limit; if no line is short enough for SentencePiece (e.g. a text without
+            line breaks), naming ``source`` and the fix.
     """
     paths = [text_path] if isinstance(text_path, (str, Path)) else list(text_path)
-    total = sum(1 for _ in _non_empty_lines(paths))
+    total = too_long = longest = 0
+    for line in _non_empty_lines(paths):
+        size = len(line.encode("utf-8"))
+        total += 1
+        too_long += size > MAX_SENTENCE_BYTES
+        longest = max(longest, size)
+    if total and too_long == total:  # SentencePiece: "INTERNAL ... !sentences_.empty()"
+        raise ValueError(
+            f"{source or ' '.join(map(str, paths))}: every line of the training text is longer "
+            f"than the {MAX_SENTENCE_BYTES} bytes SentencePiece trains on (the longest has "
+            f"{longest:,} bytes), so it has nothing to learn from. Break the text into lines: a "
+            "sentence or paragraph per line (the lines of a file stay one document)."
+        )
     sample = min(total, max_sentences)
     logger.info(
-        "training a %s SentencePiece model of %d pieces on %d of %d lines of %s (it reports "
-        "no progress after reading them)",
+        "training a %s SentencePiece model of %d pieces on %d of %d lines of %s (%d lines "
+        "longer than %d bytes are skipped by SentencePiece; it reports no progress after "
+        "reading them)",
         model_type,
         vocab_size,
         sample,
         total,
         " ".join(map(str, paths)),
+        too_long,
+        MAX_SENTENCE_BYTES,
     )
     model = io.BytesIO()
     start = time.perf_counter()
@@ -118,6 +139,7 @@ def train_sentencepiece(
             model_type=model_type,
             character_coverage=character_coverage,
             input_sentence_size=0,  # the sentences are sampled already
+            max_sentence_length=MAX_SENTENCE_BYTES,
             bos_id=0,
             pad_id=1,
             eos_id=2,

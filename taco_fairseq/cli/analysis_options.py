@@ -1,22 +1,21 @@
-"""Command-line options shared by ``scripts/contextual_score.py``,
-``scripts/embedding_similarity.py`` and ``scripts/learning_dynamics.py``, and the analyses they
-run from parsed options."""
+"""Command-line options shared by ``taco-analyze-context``, ``taco-analyze-wordsim`` and
+``taco-analyze-dynamics``, and the analyses they run from parsed options."""
 
 import argparse
 import logging
 from pathlib import Path
 
-from ..cli import positive_int
-from .checkpoints import default_device, iter_run_checkpoints
-from .contextual_score import score_checkpoints
-from .sentences import SENTENCE_MODES, sample_sentences
-from .wordsim import (
+from taco_fairseq.analysis.checkpoints import default_device, iter_run_checkpoints
+from taco_fairseq.analysis.contextual_score import score_checkpoints
+from taco_fairseq.analysis.sentences import SENTENCE_MODES, sample_sentences
+from taco_fairseq.analysis.wordsim import (
     EmbeddingSimilarity,
     distinct_pairs,
     embedding_similarity,
     load_wordsim353,
     read_pair_list,
 )
+from taco_fairseq.cli.argtypes import positive_int
 
 logger = logging.getLogger(__name__)
 

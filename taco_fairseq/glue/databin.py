@@ -1,6 +1,6 @@
 """Turn GLUE task directories (original TSV layout) into data for fairseq's
 ``sentence_prediction`` task, with the SentencePiece model and ``dict.txt`` of a pre-training
-data-bin (made by ``scripts/prepare_pretraining_data.py``).
+data-bin (made by ``taco-prepare-data``).
 
 Per task, ``destdir/<TASK>/`` holds, as fairseq's RoBERTa GLUE recipe
 (``examples/roberta/preprocess_GLUE_tasks.sh``) lays it out::
@@ -38,16 +38,16 @@ from typing import Dict, List, Optional, Sequence
 import sentencepiece as spm
 from fairseq.data import Dictionary
 
-from ..glue.tasks import TASKS, GlueTask, get_tasks
-from ..glue.tsv import TsvSplit, read_split
-from ..metadata import check_training_data, file_sha256, load_lazily, load_task_dictionary
-from .binarize import DatasetWriter
-from .pretraining import DICT_FILE, MODEL_FILE
-from .vocabulary import DictionaryEncoder
+from ..metadata import (SENTENCEPIECE_MODEL, check_training_data, file_sha256,
+                        load_lazily, load_task_dictionary)
+from ..prep.binarize import DatasetWriter
+from ..prep.pretraining import DICT_FILE, INFO_FILE
+from ..prep.vocabulary import DictionaryEncoder
+from .tasks import TASKS, GlueTask, get_tasks
+from .tsv import TsvSplit, read_split
 
 logger = logging.getLogger(__name__)
 
-INFO_FILE = "prep_info.json"
 INDEX_DIR = "index"
 TEXT_DIR = "text"
 LABEL_DIR = "label"
@@ -110,12 +110,12 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
             (:func:`taco_fairseq.metadata.check_training_data`).
     """
     pretraining = Path(options.pretraining_data)
-    for name in (MODEL_FILE, DICT_FILE):
+    for name in (SENTENCEPIECE_MODEL, DICT_FILE):
         if not (pretraining / name).is_file():
             raise FileNotFoundError(
                 f"{pretraining / name} not found: --pretraining-data must be a data-bin made "
-                "by scripts/prepare_pretraining_data.py, or by fairseq-preprocess with its "
-                f"SentencePiece model copied in as {MODEL_FILE}"
+                "by taco-prepare-data, or by fairseq-preprocess with its "
+                f"SentencePiece model copied in as {SENTENCEPIECE_MODEL}"
             )
     if options.checkpoint is not None:
         if Path(options.checkpoint).is_dir():
@@ -126,20 +126,20 @@ def prepare_glue(options: GluePrepOptions) -> Dict[str, dict]:
         check_training_data(
             options.checkpoint, load_lazily(options.checkpoint),
             load_task_dictionary(pretraining / DICT_FILE), str(pretraining / DICT_FILE),
-            pretraining / MODEL_FILE, fix="Give the data-bin it was pre-trained on as "
+            pretraining / SENTENCEPIECE_MODEL, fix="Give the data-bin it was pre-trained on as "
             "--pretraining-data.",
         )
     glue_dir = Path(options.glue_dir)
     if not glue_dir.is_dir():
         raise FileNotFoundError(f"--glue-dir {glue_dir}: no such directory; download GLUE with "
-                                "scripts/download_glue.py")
+                                "taco-download-glue")
     if options.tasks:
         tasks = get_tasks(options.tasks)
         for task in tasks:
             if not (glue_dir / task.name).is_dir():
                 raise FileNotFoundError(
                     f"no {task.name} directory in {glue_dir}; download GLUE with "
-                    "scripts/download_glue.py or drop the task from --tasks"
+                    "taco-download-glue or drop the task from --tasks"
                 )
     else:
         tasks = tuple(t for t in TASKS.values() if (glue_dir / t.name).is_dir())
@@ -199,7 +199,7 @@ def read_prep_info(task_dir: Path) -> dict:
     path = Path(task_dir) / INFO_FILE
     if not path.is_file():
         raise FileNotFoundError(
-            f"{path} not found: prepare the task with scripts/prepare_glue.py first"
+            f"{path} not found: prepare the task with taco-prepare-glue first"
         )
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -250,9 +250,9 @@ def _write_task(
     if keep_text:
         (task_dir / TEXT_DIR).mkdir()
     dictionary = Dictionary.load(str(pretraining_data / DICT_FILE))
-    model = spm.SentencePieceProcessor(model_file=str(pretraining_data / MODEL_FILE))
+    model = spm.SentencePieceProcessor(model_file=str(pretraining_data / SENTENCEPIECE_MODEL))
     encoder = DictionaryEncoder(model, dictionary,
-                                f"{pretraining_data / DICT_FILE} and {MODEL_FILE}")
+                                f"{pretraining_data / DICT_FILE} and {SENTENCEPIECE_MODEL}")
     info_splits = {split: _split_info(data, task) for split, data in splits.items()}
     for k in range(task.num_inputs):
         out_dir = task_dir / f"input{k}"
@@ -276,7 +276,7 @@ def _write_task(
         "regression": task.regression,
         "pretraining_data": str(pretraining_data.resolve()),
         "dict_sha256": file_sha256(pretraining_data / DICT_FILE),
-        "sentencepiece_sha256": file_sha256(pretraining_data / MODEL_FILE),
+        "sentencepiece_sha256": file_sha256(pretraining_data / SENTENCEPIECE_MODEL),
         "dictionary_size": len(dictionary),
         "splits": info_splits,
     }

@@ -5,10 +5,10 @@ import argparse
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from ..cli import positive, seed
-from .recipes import SIZES, default_point
-from .runner import RunnerOptions
-from .tasks import TASKS, GlueTask, get_tasks
+from taco_fairseq.cli.argtypes import positive, seed
+from taco_fairseq.glue.recipes import SIZES, default_point
+from taco_fairseq.glue.runner import RunnerOptions
+from taco_fairseq.glue.tasks import TASKS, GlueTask, get_tasks
 
 
 def split_fairseq_args(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
@@ -23,7 +23,7 @@ def split_fairseq_args(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
 def add_runner_options(parser: argparse.ArgumentParser) -> None:
     """``--data --out --tasks --seeds --recipe --pretraining-data --cpu --delete-checkpoints``."""
     parser.add_argument("--data", type=Path, required=True,
-                        help="prepared GLUE directory (scripts/prepare_glue.py --destdir)")
+                        help="prepared GLUE directory (taco-prepare-glue --destdir)")
     parser.add_argument("--out", type=Path, required=True, help="output directory of the runs")
     parser.add_argument("--tasks", nargs="+", metavar="TASK",
                         help=f"of {', '.join(TASKS)} (default: every task prepared in --data)")
@@ -62,7 +62,7 @@ def selected_tasks(args) -> Tuple[GlueTask, ...]:
         hint = (" (no such directory)" if not args.data.is_dir() else
                 f": give its parent, {args.data.parent}" if args.data.name in TASKS else "")
         raise FileNotFoundError(f"no prepared GLUE task in {args.data}{hint}; --data is the "
-                                "--destdir of scripts/prepare_glue.py")
+                                "--destdir of taco-prepare-glue")
     return get_tasks(names)
 
 

@@ -1,5 +1,5 @@
 """Frozen-encoder probes, unsupervised STS-B and neighbour attention
-(taco_fairseq/analysis/probes.py), and the initialization checkpoint of a comparison run
+(taco_fairseq/glue/probes.py), and the initialization checkpoint of a comparison run
 (taco_fairseq/comparison/pretraining.py:save_initialization)."""
 
 import csv
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from taco_fairseq.analysis.probes import (
+from taco_fairseq.glue.probes import (
     PROBE_TASKS,
     ProbeOptions,
     _head_weights,

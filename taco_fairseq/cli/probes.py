@@ -18,7 +18,7 @@ from taco_fairseq.analysis.checkpoints import iter_run_checkpoints
 from taco_fairseq.cli.analysis_options import add_run_arguments, run_command
 from taco_fairseq.analysis.contextual_score import encode_sentences
 from taco_fairseq.analysis.figures import write_csv
-from taco_fairseq.analysis.probes import (
+from taco_fairseq.glue.probes import (
     PROBE_TASKS,
     ProbeOptions,
     neighbour_attention,

@@ -3,8 +3,8 @@
 1. pre-training of every objective × pre-training seed (:mod:`.pretraining`);
 2. per checkpoint, the initialization (update 0) included: the validation masked-LM loss
    (from the run's log), the contextual score and neighbour attention on held-out text
-   (:mod:`taco_fairseq.analysis.contextual_score`, :mod:`taco_fairseq.analysis.probes`) and
-   the frozen-encoder GLUE probes (:mod:`taco_fairseq.analysis.probes`);
+   (:mod:`taco_fairseq.analysis.contextual_score`, :mod:`taco_fairseq.glue.probes`) and
+   the frozen-encoder GLUE probes (:mod:`taco_fairseq.glue.probes`);
 3. with several fine-tuning grid points, a search at the last checkpoint of the first
    pre-training seed: every objective, task, seed and point; each task gets the point with
    the best mean dev score over all objectives and fine-tuning seeds (the same point for every
@@ -74,7 +74,7 @@ class StudyOptions:
         heldout_sentences, heldout_max_lines: its sample size, lines read per file.
         probe_tasks: GLUE tasks of the frozen-encoder probes of phase 2 (none: no probes).
         probe_max_train: at most this many training examples per probed task
-            (:class:`taco_fairseq.analysis.probes.ProbeOptions`).
+            (:class:`taco_fairseq.glue.probes.ProbeOptions`).
         jobs: runs carried out side by side.
         cpu: train and evaluate on the CPU.
     """
@@ -199,16 +199,16 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
     """Phase 2: per checkpoint, ``valid_mlm_loss`` (bits per masked token, fairseq's
     validation at that update; none at update 0); with held-out text, the contextual score
     and its intra- and inter-context similarities and the neighbour attention
-    (:func:`taco_fairseq.analysis.probes.neighbour_attention`: ``neighbour_attention``,
+    (:func:`taco_fairseq.glue.probes.neighbour_attention`: ``neighbour_attention``,
     ``attention_entropy``, their uniform references and per-layer values); with
     ``probe_tasks``, the linear probes and the unsupervised STS-B
-    (:func:`taco_fairseq.analysis.probes.probe_tasks`: ``probe_<TASK>``, ``probe_average``,
+    (:func:`taco_fairseq.glue.probes.probe_tasks`: ``probe_<TASK>``, ``probe_average``,
     ``sts_unsupervised``). Cached in ``OUT/measures/<checkpoint>.json``; a cached row that
     lacks a measure asked for now gets it added. Initializations (update 0) of one seed that
     hold the same parameters (mlm and taco) are measured once.
 
     Raises:
-        FileNotFoundError, ValueError: as :func:`taco_fairseq.analysis.probes.probe_tasks`.
+        FileNotFoundError, ValueError: as :func:`taco_fairseq.glue.probes.probe_tasks`.
     """
     directory = options.out / "measures"
     directory.mkdir(parents=True, exist_ok=True)
@@ -279,7 +279,7 @@ def _measure(options: StudyOptions, checkpoint: StudyCheckpoint, missing: Sequen
     """The ``missing`` measures of one checkpoint (:func:`_missing_measures`)."""
     from ..analysis.checkpoints import load_checkpoint
     from ..analysis.contextual_score import encode_sentences, score_checkpoints
-    from ..analysis.probes import ProbeOptions, neighbour_attention, probe_tasks
+    from ..glue.probes import ProbeOptions, neighbour_attention, probe_tasks
 
     if not missing:
         return {}

@@ -46,10 +46,11 @@ import torch
 from torch import Tensor
 
 from ..metadata import load_lazily
-from ..glue.metrics import score_predictions
-from ..glue.pretrained import check_glue_data
-from ..glue.tasks import GlueTask, get_task
-from ..prep.glue_data import INFO_FILE, LABEL_DIR
+from ..prep.pretraining import INFO_FILE
+from .databin import LABEL_DIR
+from .metrics import score_predictions
+from .pretrained import check_glue_data
+from .tasks import GlueTask, get_task
 
 logger = logging.getLogger(__name__)
 

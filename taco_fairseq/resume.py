@@ -5,6 +5,7 @@ load_checkpoint`` goes through :func:`restore_config` first and :func:`stop_if_f
 checkpoint records and how it is read: :mod:`taco_fairseq.metadata`."""
 
 import copy
+import dataclasses
 import logging
 import os
 import re
@@ -14,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
-from omegaconf import open_dict
+from omegaconf import DictConfig, open_dict
 
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 from .metadata import (DICTIONARY_KEY, SENTENCEPIECE_KEY, canonical_weights, check_dictionary,
@@ -22,19 +23,16 @@ from .metadata import (DICTIONARY_KEY, SENTENCEPIECE_KEY, canonical_weights, che
 
 #: fairseq's default ``--restore-file``: resume from ``<save-dir>/checkpoint_last.pt`` if any.
 DEFAULT_RESTORE_FILE = "checkpoint_last.pt"
-#: The options that define a ``taco_masked_lm`` run's objective, by config group: a resume
-#: with another value of one is refused (:func:`check_objective_unchanged`). ``_name`` is the
-#: task or criterion itself. ``tests/test_resume.py`` checks that every TC, masking and
-#: criterion option is here or in :data:`NOT_OBJECTIVE_OPTIONS`.
-OBJECTIVE_OPTIONS: Dict[str, Tuple[str, ...]] = {
-    "task": ("_name", "tc_window", "tc_negatives", "tc_positions", "tc_exclude_special_tokens",
-             "tc_cross_worker_negatives", "mask_prob", "leave_unmasked_prob",
-             "random_token_prob", "freq_weighted_replacement", "mask_whole_words",
-             "mask_multiple_length", "mask_stdev"),
-    "criterion": ("_name", "tc_weight", "tc_temperature", "tc_embedding", "tc_detach_keys",
-                  "mlm_positions"),
+#: Prefixes of the options that define a ``taco_masked_lm`` run's objective, by config group:
+#: TACO's sampling options and fairseq's masking options of the task, the TC and MLM options of
+#: the criteria. A resume with another value of one of them is refused
+#: (:func:`check_objective_unchanged`); a new option with such a prefix is compared without
+#: being listed anywhere.
+OBJECTIVE_PREFIXES: Dict[str, Tuple[str, ...]] = {
+    "task": ("tc_", "mask_", "leave_unmasked_", "random_token_", "freq_weighted_"),
+    "criterion": ("tc_", "mlm_"),
 }
-#: The option that allows a resume with other :data:`OBJECTIVE_OPTIONS` (a task option).
+#: The option that allows a resume with another objective (a task option).
 ALLOW_CHANGED_OBJECTIVE = "tc_allow_changed_objective"
 #: Options of the task and criteria that do not change the objective: the opt-in above and
 #: the online diagnostics (logged only).
@@ -124,15 +122,29 @@ def restore_config(cfg, task, model, criterion_cfg):
     return cfg
 
 
+def objective_options(group: str, cfg) -> Tuple[str, ...]:
+    """The options of ``cfg`` (the ``group`` config: a dataclass, omegaconf config or
+    namespace) that define the objective: ``_name`` (the task or criterion itself) and those
+    with a prefix of :data:`OBJECTIVE_PREFIXES`, less :data:`NOT_OBJECTIVE_OPTIONS`."""
+    if isinstance(cfg, DictConfig):
+        names = list(cfg.keys())
+    elif dataclasses.is_dataclass(cfg):
+        names = [f.name for f in dataclasses.fields(cfg)]
+    else:
+        names = list(vars(cfg))
+    return ("_name", *sorted(n for n in names if n.startswith(OBJECTIVE_PREFIXES[group])
+                             and n not in NOT_OBJECTIVE_OPTIONS))
+
+
 def changed_objective_options(state: dict, task_cfg, criterion_cfg) -> List[Tuple[str, object,
                                                                                   object]]:
-    """``(option, value in the checkpoint, value here)`` for each of :data:`OBJECTIVE_OPTIONS`
-    that the checkpoint ``state`` records with another value than ``task_cfg`` or
+    """``(option, value in the checkpoint, value here)`` for each option of
+    :func:`objective_options` that the checkpoint ``state`` records with another value than ``task_cfg`` or
     ``criterion_cfg`` hold; options a checkpoint does not record (older versions) are
     skipped. ``option`` is spelled as on the command line (``--tc-negatives``)."""
     changed = []
     for group, current in (("task", task_cfg), ("criterion", criterion_cfg)):
-        for name in OBJECTIVE_OPTIONS[group]:
+        for name in objective_options(group, current):
             key = name if name != "_name" or state.get("args") is None else group
             saved = saved_option(state, group, key)
             here = getattr(current, name, None)
@@ -147,7 +159,7 @@ def changed_objective_options(state: dict, task_cfg, criterion_cfg) -> List[Tupl
 
 def check_objective_unchanged(path, state: dict, task_cfg, criterion_cfg) -> None:
     """Refuse to resume ``taco_masked_lm`` from the checkpoint ``path`` (``state``) with other
-    values of :data:`OBJECTIVE_OPTIONS` (:func:`changed_objective_options`) than it was
+    values of options of :func:`objective_options` (:func:`changed_objective_options`) than it was
     trained with: the run would change its objective midway while its checkpoints record only
     the new values. With ``--tc-allow-changed-objective`` a warning names the changes instead.
     Tasks without that option (fairseq's own) are not checked.

@@ -48,7 +48,7 @@ class TacoMaskedLMConfig(MaskedLMConfig):
         "whole batch, instead of from its own worker's batch"})
     tc_allow_changed_objective: bool = field(default=False, metadata={
         "help": "resume from a checkpoint trained with other values of the options that "
-        "define the objective (TC, masking, criterion; taco_fairseq.resume.OBJECTIVE_OPTIONS), "
+        "define the objective (TC, masking, criterion; taco_fairseq.resume.OBJECTIVE_PREFIXES), "
         "with a warning naming them; without it such a resume is refused"})
     update_freq: List[int] = II("optimization.update_freq")
     batch_size: Optional[int] = II("dataset.batch_size")

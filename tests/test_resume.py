@@ -167,11 +167,11 @@ def test_changing_the_criterion_is_a_changed_objective(trained_checkpoint, tiny_
 
 def test_every_option_of_the_objective_is_compared():
     """Each option of the task and criteria is either compared on resume or named as not
-    defining the objective: a new TC option cannot escape the check unnoticed."""
+    defining the objective, and a new TC option is compared without being listed anywhere."""
     from fairseq.dataclass import FairseqDataclass
 
     from taco_fairseq.criterion import MlmConfig, TacoConfig
-    from taco_fairseq.resume import NOT_OBJECTIVE_OPTIONS, OBJECTIVE_OPTIONS
+    from taco_fairseq.resume import NOT_OBJECTIVE_OPTIONS, objective_options
     from taco_fairseq.task import TacoMaskedLMConfig
 
     def own(config, base):
@@ -180,10 +180,19 @@ def test_every_option_of_the_objective_is_compared():
 
     task_options = {f.name for f in dataclasses.fields(TacoMaskedLMConfig)
                     if f.name.startswith(("tc_", "mask_", "leave_", "random_", "freq_"))}
-    criterion_options = own(TacoConfig, FairseqDataclass) | own(MlmConfig, FairseqDataclass)
-    assert task_options - set(NOT_OBJECTIVE_OPTIONS) == set(OBJECTIVE_OPTIONS["task"]) - {"_name"}
-    assert criterion_options - set(NOT_OBJECTIVE_OPTIONS) == (
-        set(OBJECTIVE_OPTIONS["criterion"]) - {"_name"})
+    assert {"tc_window", "tc_negatives", "mask_prob", "random_token_prob"} <= task_options
+    compared = set(objective_options("task", TacoMaskedLMConfig())) - {"_name"}
+    assert compared == task_options - set(NOT_OBJECTIVE_OPTIONS)
+    for config in (TacoConfig, MlmConfig):
+        compared = set(objective_options("criterion", config())) - {"_name"}
+        assert compared == own(config, FairseqDataclass) - set(NOT_OBJECTIVE_OPTIONS)
+
+    @dataclasses.dataclass
+    class WithANewRule(TacoMaskedLMConfig):
+        tc_positive_rule: str = "window"
+
+    assert "tc_positive_rule" in objective_options("task", WithANewRule())
+    assert "tc_allow_changed_objective" not in objective_options("task", WithANewRule())
 
 
 def test_a_finished_run_started_again_leaves_its_checkpoints_as_they_are(trained_checkpoint,

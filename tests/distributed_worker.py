@@ -117,11 +117,11 @@ def cross_worker(databin, rank, world_size):
             "grad": [torch.zeros_like(p) if p.grad is None else p.grad.clone()
                      for p in model.parameters()],
         })
-    sample["taco"].dummy = False
+    taco = dataclasses.replace(sample["taco"], dummy=False)
     rows = sample["net_input"]["src_tokens"].numel()
-    drawn = complete_negatives(torch.zeros(rows, 1), sample["taco"], across_workers=True)
+    drawn = complete_negatives(torch.zeros(rows, 1), taco, across_workers=True)
     pool_sizes = [int(n) for n in distributed_utils.all_gather(
-        torch.tensor([len(sample["taco"].candidates)]), dist.group.WORLD, return_tensor=True)]
+        torch.tensor([len(taco.candidates)]), dist.group.WORLD, return_tensor=True)]
     return {"steps": steps, "model": model.state_dict(), "sample": sample,
             "drawn": {"negative": drawn.negative - rows, "pool_sizes": pool_sizes}}
 

@@ -593,3 +593,16 @@ def test_the_primary_endpoint_is_declared_once_per_study(monkeypatch, tmp_path, 
             "a new study")
     assert (tmp_path / "out" / "command.txt").read_text() == recorded
     compare.main(["--report-only", "--primary-endpoint", "probe-average", *argv])
+
+
+def test_a_probe_average_endpoint_without_probes_is_an_error(tmp_path, capsys):
+    """--primary-endpoint probe-average with --no-probes could never be measured: refused
+    before any run (a fresh user's study ran to the end without its primary endpoint)."""
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit):
+        compare.parse_options(["--data", str(tmp_path), "--glue-data", str(tmp_path), "--out",
+                               str(tmp_path / "out"), "--arch", "roberta_tiny", "--max-update",
+                               "10", "--checkpoint-updates", "10", "--tasks", "RTE", "--seeds",
+                               "1", "--no-probes", "--primary-endpoint", "probe-average"])
+    assert "--primary-endpoint probe-average with --no-probes" in capsys.readouterr().err

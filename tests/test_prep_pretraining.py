@@ -239,6 +239,16 @@ def test_a_file_twice_in_valid_or_test_is_refused(tiny_options, wikitext_test, s
     assert not tiny_options.destdir.exists()
 
 
+def test_a_training_file_given_as_validation_text_is_warned(tiny_options, caplog):
+    """The fixture's validation file is its training file: the validation loss would be
+    measured on training text, which is said loudly (a fresh user found it silent)."""
+    with caplog.at_level("WARNING", logger="taco_fairseq.prep.pretraining"):
+        prepare_pretraining_data(tiny_options)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(f"--valid: {tiny_options.valid[0]} is also given to --train: the valid loss "
+               "will be measured on text the model trains on" in m for m in warned)
+
+
 @pytest.mark.parametrize("held_out", [{"valid_docs": 1}, {"valid_fraction": 0.1}])
 def test_the_validation_share_is_logged_and_a_large_one_from_valid_docs_is_warned(
     tmp_path, wikipedia_aa, wikitext_test, caplog, held_out

@@ -165,6 +165,10 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
             raise ValueError("--probe-tasks with --no-probes: give one of them")
         probed = ([] if args.no_probes else get_tasks(args.probe_tasks) if args.probe_tasks
                   else finetuned)
+        if args.primary_endpoint == "probe-average" and not probed:
+            raise ValueError("--primary-endpoint probe-average with --no-probes: the primary "
+                             "endpoint would never be measured; drop --no-probes or declare "
+                             "--primary-endpoint glue-average")
         caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
                                  "--tasks or --final-tasks")
         check_fairseq_args(caps, shlex.split(args.finetune_options))

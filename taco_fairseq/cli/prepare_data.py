@@ -187,5 +187,6 @@ def main(argv=None) -> None:
         sys.exit(f"error: {e}")
     entries = {split: s["dataset_entries"] for split, s in info["splits"].items()}
     logging.getLogger(__name__).info(
-        "wrote %s (dataset entries: %s); train with --data %s", args.destdir, entries, info["data"]
+        "wrote %s (dataset entries: %s); train with: fairseq-train %s --user-dir ...",
+        args.destdir, entries, info["data"],
     )

@@ -400,6 +400,15 @@ def _check_inputs(options: PrepareOptions) -> Dict[str, List[Path]]:
               if files}
     for split, files in inputs.items():
         _refuse_repeated_files(split, files)
+    seen: Dict[Path, str] = {}
+    for split, files in inputs.items():  # a file of two splits: validation on training text
+        for path in files:
+            other = seen.setdefault(path.resolve(), split)
+            if other != split:
+                logger.warning(
+                    "--%s: %s is also given to --%s: the %s loss will be measured on text the "
+                    "model trains on; give the file to one split only, or hold out documents "
+                    "with --valid-fraction", split, path, other, split)
     return inputs
 
 

@@ -449,17 +449,6 @@ def test_a_report_only_call_records_the_command_the_runs_were_made_with(monkeypa
     assert (tmp_path / "out" / "command.txt").read_text() == ran + "\n"
 
 
-def test_probe_tasks_with_no_probes_is_an_error(tmp_path, capsys):
-    from taco_fairseq.cli import compare
-
-    with pytest.raises(SystemExit):
-        compare.parse_options(["--data", str(tmp_path), "--glue-data", str(tmp_path), "--out",
-                               str(tmp_path / "out"), "--arch", "roberta_tiny", "--max-update",
-                               "10", "--checkpoint-updates", "10", "--tasks", "RTE", "--seeds",
-                               "1", "--probe-tasks", "SST-2", "--no-probes"])
-    assert "--probe-tasks with --no-probes" in capsys.readouterr().err
-
-
 def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):
     from taco_fairseq.cli import compare
 
@@ -595,14 +584,18 @@ def test_the_primary_endpoint_is_declared_once_per_study(monkeypatch, tmp_path, 
     compare.main(["--report-only", "--primary-endpoint", "probe-average", *argv])
 
 
-def test_a_probe_average_endpoint_without_probes_is_an_error(tmp_path, capsys):
-    """--primary-endpoint probe-average with --no-probes could never be measured: refused
-    before any run (a fresh user's study ran to the end without its primary endpoint)."""
+@pytest.mark.parametrize("options, message", [
+    (["--probe-tasks", "SST-2", "--no-probes"], "--probe-tasks with --no-probes"),
+    # could never be measured: refused before any run (a fresh user's study ran to the end)
+    (["--no-probes", "--primary-endpoint", "probe-average"],
+     "--primary-endpoint probe-average with --no-probes"),
+])
+def test_contradictory_probe_options_are_an_error(tmp_path, capsys, options, message):
     from taco_fairseq.cli import compare
 
     with pytest.raises(SystemExit):
         compare.parse_options(["--data", str(tmp_path), "--glue-data", str(tmp_path), "--out",
                                str(tmp_path / "out"), "--arch", "roberta_tiny", "--max-update",
                                "10", "--checkpoint-updates", "10", "--tasks", "RTE", "--seeds",
-                               "1", "--no-probes", "--primary-endpoint", "probe-average"])
-    assert "--primary-endpoint probe-average with --no-probes" in capsys.readouterr().err
+                               "1", *options])
+    assert message in capsys.readouterr().err

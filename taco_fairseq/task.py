@@ -2,6 +2,7 @@
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import logging
 import os
@@ -100,7 +101,8 @@ def check_token_ids(split_path: str, dictionary) -> None:
     shards ``split_path1``, ...) holds only ids of ``dictionary``'s symbols, ``<mask>`` (added
     by the task, after them) excluded: a ``dict.txt`` shortened after binarization otherwise
     ends training in fairseq's ``AssertionError: Dataset contains mask_idx`` or an index error.
-    Other dataset formats are not checked.
+    Other dataset formats are not checked. The check reads each ``.bin`` whole, once per
+    process and file version (:func:`_largest_token_id`), not again at each epoch's load.
 
     Raises:
         OptionError: naming the file, its largest id, the dictionary's size and the fix.
@@ -114,13 +116,22 @@ def check_token_ids(split_path: str, dictionary) -> None:
         data = indexed_dataset.data_file_path(path)
         if os.path.getsize(data) == 0:
             continue
-        largest = int(np.memmap(data, dtype=index.dtype, mode="r").max())
+        stat = os.stat(data)
+        largest = _largest_token_id(data, stat.st_size, stat.st_mtime_ns,
+                                     np.dtype(index.dtype).str)
         if largest >= symbols:
             raise OptionError(
                 f"--data: {data} holds token id {largest}, but {os.path.dirname(data)}/dict.txt "
                 f"has ids up to {symbols - 1} (its symbols and fairseq's 4 special ones): "
                 "dict.txt was changed after the data was binarized. Restore the dict.txt the "
                 "data was binarized with, or binarize the text again with this one")
+
+
+@functools.lru_cache(maxsize=None)
+def _largest_token_id(data: str, size: int, mtime_ns: int, dtype: str) -> int:
+    """The largest id in the ``.bin`` file ``data`` of ``dtype``; ``size`` and ``mtime_ns``
+    key the cache to the file's version."""
+    return int(np.memmap(data, dtype=np.dtype(dtype), mode="r").max())
 
 
 def validate_training_setup(cfg, model_cfg, model) -> None:

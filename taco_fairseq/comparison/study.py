@@ -154,12 +154,13 @@ def set_threads(options: StudyOptions) -> None:
 
 def pretrain_all(options: StudyOptions) -> None:
     """Phase 1: every run, ``jobs`` at a time (finished ones are left alone, interrupted ones
-    continue). Errors: as :func:`.pretraining.pretrain`."""
+    continue), seed-major (every objective of seed 1, then of seed 2, ...) so that an
+    interrupted phase leaves complete pairs. Errors: as :func:`.pretraining.pretrain`."""
     def one(run: PretrainRun) -> None:
         run_dir = pretrain(run, options.settings, options.out)
         print(f"   {run.name}: done ({run_dir})", flush=True)
 
-    _parallel(one, options.runs, options.jobs)
+    _parallel(one, sorted(options.runs, key=lambda run: run.seed), options.jobs)
 
 
 def study_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:

@@ -130,3 +130,36 @@ def test_the_documented_user_dir_loads_the_plugin_from_any_directory(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert ",mlm,taco,sentence_prediction_summable}" in result.stdout  # the criteria it adds
+
+
+def test_an_installed_package_is_found_by_a_relative_user_dir_from_any_directory(tmp_path):
+    """An installed (not editable) package sits beside fairseq in site-packages, where fairseq
+    also looks for a relative ``--user-dir`` it cannot find in the working directory, so
+    ``--user-dir taco_fairseq`` (and hydra's ``common.user_dir=taco_fairseq``) works from any
+    directory (README, "Pre-train"). Simulated with a site-packages holding copies of fairseq
+    and the plugin (copies: fairseq's ``fairseq/../taco_fairseq`` would follow a link back to
+    the real site-packages), run from another directory."""
+    import shutil
+
+    import fairseq
+    import fairseq_cli
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(REPO / "taco_fairseq", site / "taco_fairseq",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package in (fairseq, fairseq_cli):  # with their __pycache__: nothing to recompile
+        shutil.copytree(Path(package.__file__).parent, site / package.__name__, symlinks=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    program = ("import sys; from fairseq_cli.train import cli_main; "
+               "sys.argv = ['fairseq-train', '--user-dir', 'taco_fairseq', '--help']; cli_main()")
+    environment = {**os.environ, "PYTHONPATH": str(site)}
+    result = subprocess.run([sys.executable, "-c", program], cwd=elsewhere, env=environment,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert ",mlm,taco,sentence_prediction_summable}" in result.stdout
+    # and the plugin came from the installed copy, not from this checkout
+    check = subprocess.run(
+        [sys.executable, "-c", "import taco_fairseq; print(taco_fairseq.__file__)"],
+        cwd=elsewhere, env=environment, capture_output=True, text=True, timeout=300)
+    assert check.stdout.strip() == str(site / "taco_fairseq" / "__init__.py"), check.stderr

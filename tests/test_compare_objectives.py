@@ -192,7 +192,8 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
         (o, u) for o in ("mlm", "taco") for u in (0, 6, 12))
     assert all(float(m["valid_mlm_loss"]) > 0 and -1 <= float(m["contextual_score"]) <= 1
                for m in measures if m["updates"] != "0")
-    assert all(m["valid_mlm_loss"] == "nan" for m in measures if m["updates"] == "0")
+    # no validation at update 0: an empty cell (it was "nan")
+    assert all(m["valid_mlm_loss"] == "" for m in measures if m["updates"] == "0")
     for m in measures:
         assert 0 <= float(m["probe_RTE"]) <= 100 and -100 <= float(m["probe_STS-B"]) <= 100
         assert float(m["probe_average"]) == pytest.approx(
@@ -599,3 +600,154 @@ def test_contradictory_probe_options_are_an_error(tmp_path, capsys, options, mes
                                "10", "--checkpoint-updates", "10", "--tasks", "RTE", "--seeds",
                                "1", *options])
     assert message in capsys.readouterr().err
+
+
+# --- fine-tuning at the last checkpoint only (--final-tasks without --tasks) ------------------
+def test_final_tasks_alone_are_a_study_finetuned_at_the_last_checkpoint(monkeypatch, tmp_path):
+    """No --tasks: the options parse, the GLUE average is over --final-tasks, and phase 4
+    fine-tunes the last checkpoint of every run only."""
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison import study
+    from taco_fairseq.glue.recipes import Hyperparameters
+
+    options, _ = compare.parse_options(_search_argv(
+        tmp_path, "--final-tasks", "STS-B", "RTE", "--finetune-lr", "3e-4", "1e-3"))
+    assert (list(options.tasks), list(options.final_tasks)) == ([], ["STS-B", "RTE"])
+    assert options.average_tasks == ["STS-B", "RTE"] and options.probe_tasks == ["STS-B", "RTE"]
+    assert {t: p.lr for t, p in study.chosen_points(options).items()} == {"STS-B": 1e-3,
+                                                                         "RTE": 3e-4}
+
+    point = Hyperparameters(32, 1e-4, 4)
+    options = study.StudyOptions(
+        out=tmp_path, objectives=["mlm", "taco"], pretrain_seeds=[1, 2],
+        settings=PretrainSettings(tmp_path, "roberta_tiny", 10, (5, 10), warmup_updates=1),
+        glue_data=tmp_path, tasks=[], final_tasks=["RTE"], seeds=[1, 2], points=[point])
+    found = [study.StudyCheckpoint(run, u, tmp_path / f"{run.name}_{u}.pt")
+             for run in options.runs for u in (5, 10)]
+    ran = []
+    monkeypatch.setattr(study, "run_all", lambda runs, runner, jobs: ran.extend(runs) or [])
+    study.finetune_all(options, found, {"RTE": point})
+    assert sorted((r.checkpoint.name, r.task.name, r.seed) for r in ran) == sorted(
+        (f"{o}-seed{p}@10", "RTE", s) for o in ("mlm", "taco") for p in (1, 2) for s in (1, 2))
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "--primary-endpoint glue-average: no fine-tuned task to average; give --final-tasks "
+         "TASK... (fine-tuned at the last checkpoint) or --tasks TASK... (at every checkpoint)"),
+    (["--tasks"], "--primary-endpoint glue-average: no fine-tuned task to average"),
+    (["--primary-endpoint", "probe-average"], "no fine-tuned task: give --final-tasks TASK..."),
+])
+def test_no_finetuned_task_is_an_error_in_one_line(tmp_path, capsys, extra, message):
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit) as error:
+        compare.parse_options(_search_argv(tmp_path, *extra))
+    assert error.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err.strip().splitlines()[-1]  # usage, then the one line of the error
+    assert len([line for line in err.splitlines() if "error:" in line]) == 1
+
+
+def test_a_study_started_with_tasks_continues_with_final_tasks_only(monkeypatch, tmp_path):
+    """The 5-seed study was started with --tasks STS-B RTE and --primary-endpoint probe-average;
+    continued in the same --out with --final-tasks STS-B RTE and no --tasks, nothing refuses
+    it, command.txt records the new command, and the primary endpoint stays probe-average."""
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison.statistics import Score
+
+    base = [a for a in _search_argv(tmp_path, "--finetune-lr", "3e-4", "1e-3",
+                                    "--pretrain-seeds", "1", "2",
+                                    "--primary-endpoint", "probe-average")]
+    (tmp_path / "out").mkdir()
+    started = "taco-compare " + shlex.join([*base, "--tasks", "STS-B", "RTE", "--", "--cpu"])
+    (tmp_path / "out" / "command.txt").write_text(started + "\n")
+    scores = [Score(o, p, 10, t, 1, "accuracy", 60.0 + p, "accuracy", 60.0 + p)
+              for o in ("mlm", "taco") for p in (1, 2) for t in ("STS-B", "RTE")]
+    measures = [{"objective": o, "pretrain_seed": p, "updates": u, "valid_mlm_loss": None if u
+                 == 0 else 9.0, "probe_average": 50.0 + p + (o == "taco") * (u > 0) * p}
+                for o in ("mlm", "taco") for p in (1, 2) for u in (0, 10)]
+    seen = []
+    monkeypatch.setattr(compare, "run_phases",
+                        lambda options, timer: seen.append(options) or (measures, scores))
+    continued = [*base, "--final-tasks", "STS-B", "RTE", "--", "--cpu"]
+    compare.main(continued)
+    assert (list(seen[0].tasks), list(seen[0].final_tasks)) == ([], ["STS-B", "RTE"])
+    recorded = (tmp_path / "out" / "command.txt").read_text()
+    assert recorded == "taco-compare " + shlex.join(continued) + "\n"
+    assert compare.recorded_primary_endpoint(recorded) == "probe-average"
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Primary endpoint: the average of the frozen-encoder linear probes" in report
+    assert "(--final-tasks STS-B RTE: fine-tuned at the last checkpoint only)" in report
+    assert "| 10 | taco − mlm | 2 | 51.5000 | 53.0000 | +1.5000 |" in report
+
+
+def test_initializations_are_hashed_only_when_a_measure_is_missing(monkeypatch, tmp_path):
+    """On a resume with every measure cached, no checkpoint is hashed again (a fresh study
+    hashes each initialization once, to measure one seed's identical ones once)."""
+    import torch
+
+    from taco_fairseq.comparison import study
+    from taco_fairseq.glue.recipes import Hyperparameters
+
+    options = study.StudyOptions(
+        out=tmp_path, objectives=["mlm", "taco"], pretrain_seeds=[1, 2],
+        settings=PretrainSettings(tmp_path / "data", "roberta_tiny", 10, (10,),
+                                  warmup_updates=1),
+        glue_data=tmp_path / "glue", tasks=["RTE"], seeds=[1],
+        points=[Hyperparameters(32, 1e-5, 1)], probe_tasks=["RTE"])
+    found = []
+    for objective in ("mlm", "taco"):
+        for seed in (1, 2):
+            path = tmp_path / f"{objective}-{seed}-init.pt"
+            torch.save({"model": {"w": torch.arange(6.0) + seed}}, path)
+            found.append(study.StudyCheckpoint(PretrainRun(objective, seed), 0, path))
+    hashed, measured = [], []
+    real = study._parameters_sha256
+    monkeypatch.setattr(study, "_parameters_sha256", lambda path: hashed.append(path.name)
+                        or real(path))
+    monkeypatch.setattr(study, "_measure", lambda options, checkpoint, missing, inputs:
+                        measured.append(checkpoint.name) or {"probe_RTE": 50.0})
+    rows = study.measure_checkpoints(options, found)
+    assert measured == ["mlm-seed1@0", "mlm-seed2@0"]  # taco's are the same networks
+    assert sorted(hashed) == sorted(f"{o}-{s}-init.pt" for o in ("mlm", "taco") for s in (1, 2))
+    assert [r["valid_mlm_loss"] for r in rows] == [None] * 4
+    hashed.clear()
+    assert study.measure_checkpoints(options, found) == rows and hashed == [] and len(
+        measured) == 2
+
+
+def test_the_heldout_sentences_are_encoded_once_and_the_rows_are_unchanged(
+        trained_checkpoint, tiny_databin, wikitext_test, monkeypatch, tmp_path):
+    """Phase 2's contextual score and neighbour attention share one encoding of the held-out
+    sentences (per data-bin, for every checkpoint); the rows are bit for bit what measuring
+    each on its own encoding gave (score_checkpoints, then neighbour_attention)."""
+    from taco_fairseq.analysis import contextual_score
+    from taco_fairseq.analysis.checkpoints import load_checkpoint
+    from taco_fairseq.analysis.sentences import sample_sentences
+    from taco_fairseq.comparison import study
+    from taco_fairseq.glue.probes import neighbour_attention
+    from taco_fairseq.glue.recipes import Hyperparameters
+
+    path = trained_checkpoint / "checkpoint_last.pt"
+    options = study.StudyOptions(
+        out=tmp_path, objectives=["taco"], pretrain_seeds=[1],
+        settings=PretrainSettings(tiny_databin, "roberta_tiny", 20, (20,), warmup_updates=1),
+        glue_data=tmp_path, tasks=["RTE"], seeds=[1], points=[Hyperparameters(32, 1e-5, 1)],
+        heldout_text=[wikitext_test], heldout_sentences=60, cpu=True)
+    encodings = []
+    real = contextual_score.encode_sentences
+    monkeypatch.setattr(contextual_score, "encode_sentences",
+                        lambda hub, sentences: encodings.append(1) or real(hub, sentences))
+    inputs = study._Inputs(options)
+    rows = [study._measure(options, study.StudyCheckpoint(PretrainRun("taco", 1), u, path),
+                           ["contextual", "attention"], inputs) for u in (10, 20)]
+    assert len(encodings) == 1 and rows[0] == rows[1]
+
+    loaded = load_checkpoint(path, tiny_databin)
+    sentences = sample_sentences([wikitext_test], 60, seed=1)
+    stats = contextual_score.score_checkpoints([loaded], sentences)[0]
+    expected = {"contextual_score": stats["cosine_gap"], "intra_context_cos":
+                stats["cosine_intra"], "inter_context_cos": stats["cosine_inter"],
+                **neighbour_attention(loaded.hub.model, real(loaded.hub, sentences).tokens,
+                                      loaded.hub.task.source_dictionary)}
+    assert json.dumps(rows[0]) == json.dumps(expected)

@@ -382,3 +382,109 @@ def test_figures_with_measures_and_several_pretraining_seeds(tmp_path):
     assert [p.name for p in written] == ["glue_average.png", "difference.png", "tasks.png",
                                          "checkpoints.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in written)
+
+
+# --- fine-tuning at the last checkpoint only, missing seeds, references ------------------------
+def test_a_study_finetuned_at_the_last_checkpoint_only_reports_and_plots(tmp_path, monkeypatch):
+    """--final-tasks without --tasks: scores at the last checkpoint only. The primary
+    glue-average is over those tasks there; no curve, speed-up or rise is claimed; every figure
+    drawn has data in every panel, and the report links only the figures written."""
+    from taco_fairseq.comparison import report as report_module
+    from taco_fairseq.comparison.report import markdown_report, plot_figures
+
+    table = ScoreTable(grid(lambda o, p, u, t, s: 50 + s + (3 + p / 4 if o == "taco" else 0),
+                            pretrain=(1, 2, 3), updates=(40,)))
+    saved = {}
+    real_save = report_module._save
+
+    def save(fig, path):
+        saved[path.name] = [ax.has_data() for ax in fig.axes if ax.axison]
+        return real_save(fig, path)
+
+    monkeypatch.setattr(report_module, "_save", save)
+    figures = plot_figures(table, measure_rows(), "mlm", tmp_path)
+    assert [p.name for p in figures] == ["glue_average.png", "difference.png", "tasks.png",
+                                         "checkpoints.png"]
+    assert all(all(panels) and panels for panels in saved.values()), saved
+    primary = PrimaryEndpoint("glue-average", 40, ("RTE", "MRPC"), seeds=(1, 2, 3))
+    text = markdown_report(table, measure_rows(), "mlm", "# h", {}, primary=primary,
+                           figures=figures[:3])
+    head = text.split("## Wall time")[0]
+    assert "## Primary endpoint: the GLUE dev average over RTE, MRPC (fine-tuned) at 40" in head
+    assert head.rstrip().endswith("| taco ahead |")
+    assert "Speed-up" not in text and "Does the baseline improve" not in text
+    assert "![checkpoints](checkpoints.png)" not in text and "![tasks](tasks.png)" in text
+
+
+def test_a_glue_average_primary_endpoint_needs_finetuned_tasks():
+    with pytest.raises(ValueError, match="--primary-endpoint glue-average: no fine-tuned task"):
+        PrimaryEndpoint("glue-average", 40, ())
+    with pytest.raises(ValueError, match="choose one of glue-average, probe-average"):
+        PrimaryEndpoint("glue", 40, ("RTE",))
+    assert PrimaryEndpoint("probe-average", 40).tasks == ()
+
+
+def test_a_primary_test_short_of_a_declared_seed_gives_no_verdict():
+    """A pre-training seed whose probe average is not finite (or not measured) on one side is
+    left out of the pair; the primary test then has fewer seeds than declared: the report shows
+    n and the numbers but refuses the verdict, naming the missing seed."""
+    from taco_fairseq.comparison.report import markdown_report
+
+    rows = measure_rows(pretrain=(1, 2, 3, 4))
+    for row in rows:
+        row["probe_average"] += (row["objective"] == "taco") * (5 + row["pretrain_seed"] / 4)
+        if (row["objective"], row["pretrain_seed"], row["updates"]) == ("taco", 2, 40):
+            row["probe_average"] = math.nan
+    primary = PrimaryEndpoint("probe-average", 40, seeds=(1, 2, 3, 4))
+    table = noisy_grid(pretrain=(1, 2, 3, 4))
+    test = primary.test(table, MeasureTable(rows), "taco", "mlm")
+    assert (test.n, test.seeds, primary.missing(test)) == (3, (1, 3, 4), [2])
+    head = markdown_report(table, rows, "mlm", "# h", {}, primary=primary).split("## Wall")[0]
+    row = next(line for line in head.splitlines() if line.startswith("| 40 | taco − mlm"))
+    assert row.startswith("| 40 | taco − mlm | 3 |")
+    assert row.endswith("| no verdict: 3 of the 4 declared pre-training seeds (missing: 2) |")
+    assert "**The primary test lacks declared pre-training seeds**" in head
+    complete = PrimaryEndpoint("probe-average", 40, seeds=(1, 3, 4))
+    head = markdown_report(table, rows, "mlm", "# h", {}, primary=complete).split("## Wall")[0]
+    assert head.rstrip().endswith("| taco ahead |") and "lacks declared" not in head
+
+
+def test_uniform_references_are_shown_but_not_compared():
+    """neighbour_attention_uniform and attention_entropy_uniform depend on the held-out
+    sentences only: the same for every checkpoint, so no TACO − MLM table tests them."""
+    from taco_fairseq.comparison.report import markdown_report
+    from taco_fairseq.comparison.statistics import is_reference, measure_comparisons
+
+    rows = measure_rows()
+    for row in rows:
+        row.update(neighbour_attention_uniform=0.0156, attention_entropy_uniform=6.1)
+    assert is_reference("attention_entropy_uniform") and not is_reference("neighbour_attention")
+    assert measure_comparisons(MeasureTable(rows), "neighbour_attention_uniform", "taco",
+                               "mlm") == []
+    report = markdown_report(noisy_grid(), rows, "mlm", "# h", {})
+    assert "## Exploratory: neighbour_attention," in report
+    assert "## Exploratory: neighbour_attention_uniform" not in report
+    assert "## Exploratory: attention_entropy_uniform" not in report
+    assert "| attention_entropy_uniform |" in report.split("## Per checkpoint")[1]
+
+
+def test_checkpoints_csv_leaves_a_missing_measure_empty(tmp_path):
+    """No validation at update 0: its valid_mlm_loss (None, or NaN in rows measured before)
+    is an empty cell, not 'nan'; csv readers get '' for it."""
+    import csv
+
+    from taco_fairseq.comparison.report import write_checkpoints_csv
+
+    rows = [{"objective": "mlm", "pretrain_seed": 1, "updates": 0, "valid_mlm_loss": None,
+             "probe_RTE": 55.0},
+            {"objective": "taco", "pretrain_seed": 1, "updates": 0,
+             "valid_mlm_loss": math.nan, "probe_RTE": 55.0},
+            {"objective": "taco", "pretrain_seed": 1, "updates": 10, "valid_mlm_loss": 9.25,
+             "probe_RTE": 56.0}]
+    write_checkpoints_csv(rows, tmp_path / "checkpoints.csv")
+    assert "nan" not in (tmp_path / "checkpoints.csv").read_text().lower()
+    with open(tmp_path / "checkpoints.csv", newline="") as f:
+        read = list(csv.DictReader(f))
+    assert [r["valid_mlm_loss"] for r in read] == ["", "", "9.2500"]
+    assert [r["contextual_score"] for r in read] == ["", "", ""]
+    assert read[2]["updates"] == "10" and read[2]["probe_RTE"] == "56.0000"

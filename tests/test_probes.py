@@ -144,9 +144,7 @@ def probed(trained_checkpoint, tiny_databin, glue_databin):
     path = trained_checkpoint / "checkpoint_last.pt"
     rows = []
     for _ in range(2):
-        hub = load_checkpoint(path, tiny_databin).hub
-        rows.append(probe_tasks(hub.model, hub.task.source_dictionary, path, glue_databin,
-                                options))
+        rows.append(probe_tasks(load_checkpoint(path, tiny_databin), glue_databin, options))
     return rows
 
 
@@ -175,3 +173,43 @@ def test_the_command_names_a_task_that_is_not_prepared(trained_checkpoint, tiny_
     assert exit_info.value.code == 2
     assert f"{tmp_path / 'RTE'}: RTE is not prepared" in capsys.readouterr().err
     assert not (tmp_path / "probes.csv").exists()
+
+
+def test_an_undefined_probe_score_counts_as_zero_with_a_warning(
+        trained_checkpoint, tiny_databin, glue_databin, monkeypatch, caplog):
+    """A probe on constant features predicts one STS-B score for every pair: its Spearman is
+    NaN. probe_tasks counts it as 0 points (GLUE's convention), with a warning naming the
+    checkpoint and the task, so that no pre-training seed drops out of the paired tests."""
+    import logging
+
+    from taco_fairseq.analysis.checkpoints import load_checkpoint
+    from taco_fairseq.glue import probes
+
+    sts = get_task("STS-B")
+    constant = probes.fit_probe(sts, np.zeros((40, 3)), np.linspace(0, 5, 40),
+                                np.zeros((10, 3)), np.linspace(0, 5, 10),
+                                ProbeOptions(folds=2))
+    assert math.isnan(constant["score"])
+    monkeypatch.setattr(probes, "fit_probe", lambda *args, **kwargs: constant)
+    monkeypatch.setattr(probes, "cosine_spearman", lambda u, v, gold: math.nan)
+    path = trained_checkpoint / "checkpoint_last.pt"
+    with caplog.at_level(logging.WARNING, logger="taco_fairseq.glue.probes"):
+        row = probes.probe_tasks(load_checkpoint(path, tiny_databin), glue_databin,
+                                 ProbeOptions(tasks=("STS-B",), max_train=100))
+    assert row == {"probe_STS-B": 0.0, "sts_unsupervised": 0.0, "probe_average": 0.0}
+    assert f"{path}: the STS-B probe's spearman is undefined" in caplog.text
+    assert f"{path}: the unsupervised STS-B is undefined" in caplog.text
+
+
+def test_the_probes_cross_validation_scores_by_the_official_metric():
+    """fit_probe chooses its regularization by the GLUE metric of the task on class indices:
+    F1 of MRPC's positive class ("1") is the F1 that score_predictions gives on the labels."""
+    from taco_fairseq.glue.metrics import metric_functions, score_predictions
+
+    for name, metric in (("MRPC", "f1"), ("CoLA", "mcc"), ("RTE", "accuracy")):
+        task = get_task(name)
+        gold, predicted = [0, 1, 1, 0, 1, 1], [0, 1, 0, 1, 1, 1]
+        positive = task.labels.index("1") if metric == "f1" else None
+        as_labels = [[task.labels[i] for i in v] for v in (predicted, gold)]
+        assert 100 * metric_functions(task, positive)[metric](gold, predicted) == (
+            score_predictions(task, *as_labels)[metric])

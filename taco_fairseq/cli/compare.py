@@ -5,9 +5,10 @@ examples/taco/config/pretraining/NAME_small.yaml) from the same data-bin with th
 initialization, batches, masks and schedule; keeps the checkpoints at --checkpoint-updates;
 records each checkpoint's validation MLM loss, contextual score and neighbour attention on
 held-out text and frozen-encoder GLUE probes (the initialization too, as update 0);
-fine-tunes every checkpoint on --tasks x --seeds (the last one on --final-tasks too) with the
-GLUE runner; and writes OUT/summary.csv (one row per objective x pretrain_seed x updates x task
-x seed), OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates, per task,
+fine-tunes every checkpoint on --tasks x --seeds and the last one on --final-tasks too (only
+--final-tasks: the last checkpoint only, far cheaper) with the GLUE runner; and writes
+OUT/summary.csv (one row per objective x pretrain_seed x updates x task x seed),
+OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates, per task,
 paired difference over pre-training seeds with 95% t-intervals, speed-up). The report opens
 with the --primary-endpoint, declared before the runs; every other verdict is exploratory and
 Holm-corrected. OUT/command.txt records the command that ran the phases, for the report of a
@@ -98,10 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--warmup-updates", type=positive(int, zero=True),
                        help="default: a tenth of --max-update, at most 10,000")
     group = parser.add_argument_group("GLUE fine-tuning")
-    group.add_argument("--tasks", nargs="+", required=True, metavar="TASK",
-                       help="fine-tuned at every checkpoint")
+    group.add_argument("--tasks", nargs="*", default=[], metavar="TASK",
+                       help="fine-tuned at every checkpoint (default: none; then --final-tasks "
+                       "is needed)")
     group.add_argument("--final-tasks", nargs="+", default=[], metavar="TASK",
-                       help="fine-tuned at the last checkpoint only")
+                       help="fine-tuned at the last checkpoint only; without --tasks the "
+                       "fine-tuned GLUE average is over these at the last checkpoint")
     group.add_argument("--seeds", nargs="+", type=seed, required=True, metavar="S",
                        help="fine-tuning seeds")
     group.add_argument("--finetune-lr", nargs="+", type=positive(float), default=[small.lr],
@@ -138,8 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--no-probes", action="store_true", help="no probes")
     parser.add_argument("--primary-endpoint", choices=PRIMARY_ENDPOINTS, default="glue-average",
                         help="the one comparison the report tests without correction, declared "
-                        "before the runs: glue-average (the fine-tuned GLUE average over --tasks "
-                        "at the last checkpoint, the paper's claim) or probe-average (the "
+                        "before the runs: glue-average (the fine-tuned GLUE average at the last "
+                        "checkpoint over --tasks, or over --final-tasks without --tasks: the "
+                        "paper's claim) or probe-average (the "
                         "average of the frozen-encoder linear probes at the last checkpoint); "
                         "every other verdict is exploratory (default: %(default)s)")
     parser.add_argument("--jobs", type=positive(int), default=1,
@@ -160,6 +164,12 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         for option in ("--objectives", "--pretrain-seeds", "--seeds", "--finetune-lr",
                        "--finetune-epochs"):
             check_given_once(option, getattr(args, option[2:].replace("-", "_")))
+        if not args.tasks and not args.final_tasks:
+            raise ValueError(
+                ("--primary-endpoint glue-average: no fine-tuned task to average; " if
+                 args.primary_endpoint == "glue-average" else "no fine-tuned task: ")
+                + "give --final-tasks TASK... (fine-tuned at the last checkpoint) or --tasks "
+                "TASK... (at every checkpoint)")
         finetuned = get_tasks([*args.tasks, *args.final_tasks])
         if args.no_probes and args.probe_tasks:
             raise ValueError("--probe-tasks with --no-probes: give one of them")
@@ -352,9 +362,12 @@ def run_phases(options: StudyOptions, timer: PhaseTimer):
         print(f"== 3/5 fine-tuning with one point: {options.points[0].label}", flush=True)
     with timer.phase("fine-tuning search"):
         points = search_points(options, found)
-    print(f"== 4/5 fine-tuning {len(found)} checkpoints on {', '.join(options.tasks)} "
-          f"(+ {', '.join(options.final_tasks) or 'nothing'} at the last) x seeds "
-          f"{options.seeds}", flush=True)
+    last = [c for c in found if c.updates == options.last_updates]
+    print(f"== 4/5 fine-tuning "
+          + (f"{len(found)} checkpoints on {', '.join(options.tasks)} (+ "
+             f"{', '.join(options.final_tasks) or 'nothing'} at the last)" if options.tasks else
+             f"the {len(last)} last checkpoints on {', '.join(options.final_tasks)}")
+          + f" x seeds {options.seeds}", flush=True)
     with timer.phase("fine-tuning"):
         scores = finetune_all(options, found, points)
     return measures, scores
@@ -370,17 +383,19 @@ def write_report(options: StudyOptions, command: List[str], measures, scores, ti
     write_checkpoints_csv(measures, out / "checkpoints.csv")
     table = ScoreTable(scores)
     baseline = options.objectives[0]
-    plot_figures(table, measures, baseline, out)
+    figures = plot_figures(table, measures, baseline, out)
     header = "\n".join([
         "# Objective comparison", "", *command, "",
         f"Machine: {machine()}", "",
         "Scores: GLUE dev, points (MCC for CoLA, F1 for MRPC, Spearman for STS-B, accuracy "
-        "otherwise); averages over the tasks fine-tuned at every checkpoint.",
+        "otherwise); averages over the tasks fine-tuned at every checkpoint"
+        + ("." if options.tasks else f" (--final-tasks {' '.join(options.final_tasks)}: "
+           "fine-tuned at the last checkpoint only)."),
     ])
     primary = PrimaryEndpoint(options.primary_endpoint, options.last_updates,
-                              tuple(options.tasks))
+                              tuple(options.average_tasks), tuple(options.pretrain_seeds))
     report = markdown_report(table, measures, baseline, header, timings,
-                             read_search(options.out), primary)
+                             read_search(options.out), primary, figures)
     (out / "report.md").write_text(report, encoding="utf-8")
     print(report)
     print(f"wrote {out / 'summary.csv'}, {out / 'checkpoints.csv'}, {out / 'report.md'} and the "

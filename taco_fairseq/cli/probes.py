@@ -68,7 +68,7 @@ def run_probes(args) -> list:
         model, dictionary = checkpoint.hub.model, checkpoint.hub.task.source_dictionary
         row = {"run": checkpoint.run, "checkpoint": str(checkpoint.path),
                "updates": checkpoint.updates}
-        row.update(probe_tasks(model, dictionary, checkpoint.path, args.glue_data, options))
+        row.update(probe_tasks(checkpoint, args.glue_data, options))
         if sentences is not None:
             row.update(neighbour_attention(
                 model, encode_sentences(checkpoint.hub, sentences).tokens, dictionary))

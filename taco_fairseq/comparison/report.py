@@ -22,12 +22,12 @@ from .statistics import (
     ScoreTable,
     better,
     glue_comparisons,
-    holm,
     improvement,
     measure_comparisons,
     paired_difference,
     speedup,
     t_interval,
+    with_holm,
 )
 
 SUMMARY_COLUMNS = [f.name for f in dataclasses.fields(Score)]
@@ -48,13 +48,16 @@ def write_summary_csv(scores: Sequence[Score], path: Path) -> None:
 def write_checkpoints_csv(rows: Sequence[Mapping], path: Path) -> None:
     """``checkpoints.csv``: per checkpoint, the validation loss and contextual score
     (:data:`CHECKPOINT_COLUMNS`), then every other measure of the rows (probes, neighbour
-    attention, ...) in the order they first appear."""
+    attention, ...) in the order they first appear. A measure that is missing or not finite
+    (e.g. ``valid_mlm_loss`` at update 0: fairseq validates after updates only) is an empty
+    cell, which readers take as missing (``csv`` gives ``""``, pandas NaN)."""
     columns = list(dict.fromkeys([*CHECKPOINT_COLUMNS, *(k for r in rows for k in r)]))
     with open(path, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(columns)
         for row in sorted(rows, key=lambda r: (r["objective"], r["pretrain_seed"], r["updates"])):
-            writer.writerow([_text(row.get(c, "")) for c in columns])
+            writer.writerow([_text(row[c]) if _finite(row.get(c)) or isinstance(row.get(c), str)
+                             else "" for c in columns])
 
 
 def plot_figures(table: ScoreTable, measures: Sequence[Mapping], baseline: str,
@@ -151,14 +154,18 @@ def error_bars(pretrain_seeds: int, finetune_seeds: int) -> str:
 def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: str,
                     header: str, timings: Mapping[str, float],
                     search: Optional[Mapping] = None,
-                    primary: Optional[PrimaryEndpoint] = None) -> str:
+                    primary: Optional[PrimaryEndpoint] = None,
+                    figures: Optional[Sequence[Path]] = None) -> str:
     """``report.md``: ``header`` (command, machine), the primary endpoint (default: the GLUE
     average over the curve tasks at the last checkpoint), the wall time of each phase, the
     search, the dev scores and, labelled exploratory with Holm-corrected verdicts
     (:mod:`.statistics`), the paired GLUE differences, the speed-up, whether the baseline
-    itself improved, a table per checkpoint measure, the raw measures and the figures."""
+    itself improved, a table per checkpoint measure (references such as the uniform attention
+    left out: :func:`.statistics.is_reference`), the raw measures and the ``figures``
+    (:func:`plot_figures`' files; None: all four names)."""
     if primary is None:
-        primary = PrimaryEndpoint("glue-average", table.updates[-1], tuple(table.curve_tasks()))
+        primary = PrimaryEndpoint("glue-average", table.updates[-1],
+                                  tuple(table.curve_tasks() or table.tasks))
     measured = MeasureTable(measures)
     candidates = [o for o in table.objectives if o != baseline]
     lines = [header, "", *primary_section(primary, table, measured, candidates, baseline)]
@@ -231,8 +238,9 @@ def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: st
               f"GLUE axis spans at least {GLUE_AXIS_SPAN:.0f} points. The difference figure: the "
               f"paired difference {over}. The checkpoint measures: the mean over pre-training "
               f"seeds {over}.", ""]
-    lines += [f"![{name}]({name}.png)" for name in ("glue_average", "difference", "tasks",
-                                                     "checkpoints")]
+    names = ([Path(f).stem for f in figures] if figures is not None else
+             ["glue_average", "difference", "tasks", "checkpoints"])
+    lines += [f"![{name}]({name}.png)" for name in names]
     return "\n".join(lines) + "\n"
 
 
@@ -272,8 +280,10 @@ def primary_section(primary: PrimaryEndpoint, table: ScoreTable, measured: Measu
              "at α = 0.05" + (", Holm-corrected over the objectives" if len(candidates) > 1
                              else "") + ".", "", COMPARISON_HEADER, COMPARISON_RULE]
     tests = {o: primary.test(table, measured, o, baseline) for o in candidates}
-    tested = [o for o, t in tests.items() if t is not None and t.tested]
-    adjusted = dict(zip(tested, holm([tests[o].p for o in tested])))
+    missing = {o: primary.missing(t) for o, t in tests.items() if t is not None}
+    complete = with_holm([(primary.updates, o, t) for o, t in tests.items()
+                          if t is not None and not missing[o]])
+    adjusted = {c.label: c.adjusted_p for c in complete}
     for o, test in tests.items():
         if test is None:
             lines.append(f"| {primary.updates} | {o} − {baseline} | 0 | | | | | | | not available"
@@ -281,24 +291,32 @@ def primary_section(primary: PrimaryEndpoint, table: ScoreTable, measured: Measu
                             primary.name == "glue-average" else
                             f": `{PROBE_AVERAGE}` not in OUT/measures (the probes were not "
                             "measured)") + " |")
-        else:
-            note = _finetune_spread(table, o, baseline, primary.updates, primary.tasks) if (
-                primary.name == "glue-average") else ""
-            lines.append(comparison_row(
-                Comparison(primary.updates, f"{o} − {baseline}", test, adjusted.get(o)), o,
-                2 if primary.name == "glue-average" else 4, +1, note))
+            continue
+        note = _finetune_spread(table, o, baseline, primary.updates, primary.tasks) if (
+            primary.name == "glue-average") else ""
+        incomplete = (f"no verdict: {test.n} of the {len(primary.seeds)} declared pre-training "
+                      f"seeds (missing: {', '.join(map(str, missing[o]))})") if missing[o] else None
+        lines.append(comparison_row(Comparison(primary.updates, f"{o} − {baseline}", test,
+                                               adjusted.get(o)), o,
+                                    2 if primary.name == "glue-average" else 4, +1, note,
+                                    incomplete))
+    if any(missing.values()):
+        lines += ["", "**The primary test lacks declared pre-training seeds** (a run not "
+                  "finished, or a value that is not finite on one side: see the per-checkpoint "
+                  "table): it is not the declared test and gives no verdict."]
     return lines
 
 
 def comparison_row(c: Comparison, objective: str, digits: int, direction: int,
-                   note: str = "") -> str:
+                   note: str = "", withheld: Optional[str] = None) -> str:
     """A row of :data:`COMPARISON_HEADER`; ``note`` fills the interval's cell when there is
-    no test (n = 1)."""
+    no test (n = 1); ``withheld``: why there is no verdict (it takes the verdict's place)."""
     t = c.test
     interval = f"[{t.low:+.{digits}f}, {t.high:+.{digits}f}]" if t.tested else note
     return (f"| {c.updates} | {c.label} | {t.n} | {t.baseline:.{digits}f} | "
             f"{t.candidate:.{digits}f} | {t.difference:+.{digits}f} | {interval} | "
-            f"{_p(t.p)} | {_p(c.adjusted_p)} | {verdict(t, c.adjusted_p, objective, direction)} |")
+            f"{_p(t.p)} | {_p(c.adjusted_p)} | "
+            f"{withheld or verdict(t, c.adjusted_p, objective, direction)} |")
 
 
 def verdict(test: PairedTest, adjusted_p: Optional[float], objective: str,

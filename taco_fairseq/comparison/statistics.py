@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-from scipy import special
+from scipy import stats
 
 #: The level of every test; intervals are (1 − ALPHA) = 95%.
 ALPHA = 0.05
@@ -56,9 +56,10 @@ ALPHA = 0.05
 #: The update count of the initialization: identical for every objective of a seed, not compared.
 INITIALIZATION = 0
 
-#: ``taco-compare --primary-endpoint`` choices: the GLUE average over ``--tasks`` fine-tuned at
-#: the last checkpoint (the paper's claim), or the average of the frozen-encoder linear probes
-#: at the last checkpoint (the per-checkpoint measure :data:`PROBE_AVERAGE`).
+#: ``taco-compare --primary-endpoint`` choices: the GLUE average fine-tuned at the last
+#: checkpoint (over ``--tasks``, or ``--final-tasks`` without them: the paper's claim), or the
+#: average of the frozen-encoder linear probes at the last checkpoint (the per-checkpoint measure
+#: :data:`PROBE_AVERAGE`).
 PRIMARY_ENDPOINTS = ("glue-average", "probe-average")
 
 #: The per-checkpoint measure of ``--primary-endpoint probe-average``.
@@ -73,6 +74,11 @@ MEASURE_IDS = ("objective", "pretrain_seed", "updates")
 #: ``probe_<TASK>`` measures are probe scores: higher is better.
 BETTER = {"valid_mlm_loss": -1, "contextual_score": +1, "sts_unsupervised": +1,
           PROBE_AVERAGE: +1}
+
+#: The suffix of a measure that is a reference, not a property of the checkpoint (e.g.
+#: ``neighbour_attention_uniform``: what uniform attention gives on the held-out sentences, the
+#: same for every checkpoint): shown, never compared.
+REFERENCE_SUFFIX = "_uniform"
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ class PairedTest:
         difference: the mean of the per-seed differences.
         low, high: its 95% t-interval (n − 1 degrees of freedom); None when n = 1.
         p: the two-sided p-value of the paired t-test against 0; None when n = 1.
+        seeds: those n pre-training seeds, ascending.
     """
 
     n: int
@@ -110,6 +117,7 @@ class PairedTest:
     low: Optional[float]
     high: Optional[float]
     p: Optional[float]
+    seeds: Tuple[int, ...] = ()
 
     @property
     def tested(self) -> bool:
@@ -130,13 +138,12 @@ class Comparison:
 
 def t_interval(values: Sequence[float], confidence: float = 1 - ALPHA) -> Tuple[float, float,
                                                                                   float]:
-    """The ``confidence`` t-interval of the mean of ``values`` (shape ``[n]``, n ≥ 2) and the
-    two-sided p-value of the one-sample t-test of mean 0: ``(low, high, p)``, with
-    se = sd / √n (sd with n − 1 in the denominator), t = mean / se, p = 2 · P(T ≥ |t|) and
-    mean ± t_{(1+confidence)/2} · se for T of Student's t distribution with n − 1 degrees of
-    freedom (scipy.special's stdtr and stdtrit: what scipy.stats.ttest_1samp and its
-    confidence_interval compute, without their per-call overhead of milliseconds). Values
-    without spread give the zero-width interval at their mean and p = 1 if that is 0, else 0
+    """The ``confidence`` t-interval of the mean of ``values`` (shape ``[n]``, n ≥ 2, in the
+    values' unit) and the two-sided p-value of the one-sample t-test of mean 0: ``(low, high,
+    p)``, as ``scipy.stats.ttest_1samp(values, 0)`` and its ``confidence_interval`` give them
+    (Student 1908: se = sd / √n with n − 1 in the sd's denominator, t = mean / se, Student's t
+    with n − 1 degrees of freedom). Values without spread, where t is 0/0 or ±∞ and scipy
+    gives NaN, give the zero-width interval at their mean and p = 1 if that is 0, else 0
     (t's limit).
 
     Raises:
@@ -146,20 +153,27 @@ def t_interval(values: Sequence[float], confidence: float = 1 - ALPHA) -> Tuple[
     if x.size < 2 or not np.all(np.isfinite(x)):
         raise ValueError(f"a t-interval needs at least 2 finite values, got {x.tolist()}")
     mean = float(x.mean())
-    se = float(x.std(ddof=1)) / math.sqrt(x.size)
-    if se == 0:  # t is 0/0 or ±inf
+    if float(x.std(ddof=1)) == 0:
         return mean, mean, 1.0 if mean == 0 else 0.0
-    df = x.size - 1
-    p = 2 * float(special.stdtr(df, -abs(mean) / se))
-    half = float(special.stdtrit(df, (1 + confidence) / 2)) * se
-    return mean - half, mean + half, min(1.0, p)
+    result = stats.ttest_1samp(x, 0.0)
+    interval = result.confidence_interval(confidence)
+    return float(interval.low), float(interval.high), float(result.pvalue)
 
 
 def paired_test(candidate: Mapping[int, float], baseline: Mapping[int, float]
                 ) -> Optional[PairedTest]:
-    """The paired difference of two ``{pretrain seed: value}`` over the seeds both have with a
-    finite value, with :func:`t_interval` of the per-seed differences when there are 2 or more;
-    None when they share no seed."""
+    """The paired difference ``candidate − baseline`` over pre-training seeds (module doc).
+
+    Args:
+        candidate, baseline: ``{pretrain seed: value}`` (one unit, e.g. points or bits); a
+            seed that one side lacks or has a value of that is not finite is left out (the
+            test's ``n`` and ``seeds`` say which seeds remain).
+
+    Returns:
+        The means, the mean of the per-seed differences and, with 2 or more shared seeds,
+        :func:`t_interval` of those differences (the paired t-test, Student 1908); None when
+        they share no seed.
+    """
     seeds = sorted(s for s in candidate if s in baseline
                    and _finite(candidate[s]) and _finite(baseline[s]))
     if not seeds:
@@ -170,14 +184,22 @@ def paired_test(candidate: Mapping[int, float], baseline: Mapping[int, float]
     if len(seeds) > 1:
         low, high, p = t_interval(c - b)
     return PairedTest(len(seeds), float(c.mean()), float(b.mean()), float((c - b).mean()),
-                      low, high, p)
+                      low, high, p, tuple(seeds))
 
 
 def holm(p_values: Sequence[float]) -> List[float]:
-    """Holm's step-down adjusted p-values, in the order given (Holm 1979, "A simple
-    sequentially rejective multiple test procedure", Scand. J. Statist. 6:65-70): with
-    p₍₁₎ ≤ … ≤ p₍ₘ₎, adjusted p₍ᵢ₎ = max over j ≤ i of min(1, (m − j + 1) · p₍ⱼ₎). Rejecting
-    where the adjusted p ≤ α keeps the family-wise error rate ≤ α under any dependence."""
+    """Holm's step-down adjusted p-values (Holm 1979, "A simple sequentially rejective
+    multiple test procedure", Scand. J. Statist. 6:65-70).
+
+    Args:
+        p_values: ``[m]`` p-values of one family (m ≥ 0), each in [0, 1].
+
+    Returns:
+        ``[m]`` adjusted p-values, in the order given: with p₍₁₎ ≤ … ≤ p₍ₘ₎, adjusted
+        p₍ᵢ₎ = max over j ≤ i of min(1, (m − j + 1) · p₍ⱼ₎) (ties keep their order). Rejecting
+        where the adjusted p ≤ α keeps the family-wise error rate ≤ α under any dependence.
+        No errors: a NaN p-value sorts last and stays NaN.
+    """
     p = np.asarray(p_values, float)
     order = np.argsort(p, kind="stable")
     steps = (p.size - np.arange(p.size)) * p[order]
@@ -192,6 +214,12 @@ def with_holm(items: Sequence[Tuple[int, str, PairedTest]]) -> List[Comparison]:
     tested = [i for i, (_, _, t) in enumerate(items) if t.tested]
     adjusted = dict(zip(tested, holm([items[i][2].p for i in tested])))
     return [Comparison(u, label, t, adjusted.get(i)) for i, (u, label, t) in enumerate(items)]
+
+
+def is_reference(key: str) -> bool:
+    """Whether the measure ``key`` is a reference (:data:`REFERENCE_SUFFIX`), shown but not
+    compared."""
+    return key.endswith(REFERENCE_SUFFIX)
 
 
 def better(key: str) -> int:
@@ -299,12 +327,33 @@ class PrimaryEndpoint:
     Attributes:
         name: one of :data:`PRIMARY_ENDPOINTS`.
         updates: the checkpoint it is taken at (the last).
-        tasks: the tasks of ``glue-average`` (``--tasks``).
+        tasks: the tasks of ``glue-average`` (``--tasks``, or ``--final-tasks`` without them).
+        seeds: the pre-training seeds declared (``--pretrain-seeds``); a test over fewer gets
+            no verdict (:meth:`missing`). Empty: not declared, none is missing.
+
+    Raises (constructor):
+        ValueError: ``glue-average`` without tasks (no fine-tuned task to average), or an
+            unknown name.
     """
 
     name: str
     updates: int
     tasks: Tuple[str, ...] = ()
+    seeds: Tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if self.name not in PRIMARY_ENDPOINTS:
+            raise ValueError(f"primary endpoint {self.name!r}: choose one of "
+                             f"{', '.join(PRIMARY_ENDPOINTS)}")
+        if self.name == "glue-average" and not self.tasks:
+            raise ValueError("--primary-endpoint glue-average: no fine-tuned task to average; "
+                             "give --final-tasks (or --tasks), or declare --primary-endpoint "
+                             "probe-average")
+
+    def missing(self, test: PairedTest) -> List[int]:
+        """The declared pre-training seeds that ``test`` lacks (a run not finished, or a value
+        that is not finite on one side), ascending."""
+        return sorted(set(self.seeds) - set(test.seeds))
 
     def describe(self) -> str:
         """What it is, in words."""
@@ -365,7 +414,10 @@ def glue_comparisons(table: ScoreTable, candidate: str, baseline: str,
 def measure_comparisons(table: MeasureTable, key: str, candidate: str, baseline: str,
                         primary: Optional[PrimaryEndpoint] = None) -> List[Comparison]:
     """The exploratory family of one measure: ``candidate − baseline`` at every checkpoint but
-    the initialization (and the primary endpoint's), Holm-corrected together."""
+    the initialization (and the primary endpoint's), Holm-corrected together; none for a
+    reference (:func:`is_reference`: the same for every checkpoint)."""
+    if is_reference(key):
+        return []
     items = []
     for u in table.updates:
         if u == INITIALIZATION or (primary is not None and primary.name == "probe-average"
@@ -378,8 +430,19 @@ def measure_comparisons(table: MeasureTable, key: str, candidate: str, baseline:
 
 
 def first_reach(updates: Sequence[int], curve: Sequence[float], target: float) -> Optional[float]:
-    """The first update count at which ``curve`` reaches ``target``, interpolated linearly
-    between checkpoints; the first checkpoint's count when it starts above; None if never."""
+    """When a curve first reaches a target.
+
+    Args:
+        updates: ``[k]`` update counts of the checkpoints, ascending (k ≥ 1).
+        curve: ``[k]`` the values at them (e.g. a GLUE average, points).
+        target: the value to reach, in the curve's unit.
+
+    Returns:
+        The first update count at which ``curve`` ≥ ``target``, interpolated linearly between
+        the checkpoint below and the one at or above the target (the usual reading of the
+        paper's Figure 5); the first checkpoint's count when it starts at or above; None if
+        the curve never reaches it. Raises nothing for k ≥ 1 (IndexError for empty curves).
+    """
     for i, value in enumerate(curve):
         if value >= target:
             if i == 0:
@@ -392,9 +455,19 @@ def first_reach(updates: Sequence[int], curve: Sequence[float], target: float) -
 
 def speedup_at(updates: Sequence[int], baseline: Sequence[float],
                candidate: Sequence[float]) -> Dict[str, Optional[float]]:
-    """The baseline's best average, the first update count with it, the (interpolated) update
-    count at which the candidate reaches it and their ratio, the speed-up (None: not
-    reached)."""
+    """The paper's speed-up (§4.2): how many fewer updates the candidate needs to reach the
+    baseline's best value.
+
+    Args:
+        updates: ``[k]`` update counts, ascending (k ≥ 1).
+        baseline, candidate: ``[k]`` the two curves at them (one unit, higher is better).
+
+    Returns:
+        ``baseline_best`` (the baseline's best value), ``baseline_updates`` (the first update
+        count with it), ``candidate_updates`` (:func:`first_reach` of the candidate to that
+        value; None: not reached) and ``speedup`` = baseline_updates / candidate_updates (None:
+        not reached). Raises ValueError (numpy's) for empty curves.
+    """
     best = max(baseline)
     at = updates[int(np.argmax(baseline))]
     reach = first_reach(updates, candidate, best)

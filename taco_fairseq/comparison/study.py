@@ -10,7 +10,8 @@
    the best mean dev score over all objectives and fine-tuning seeds (the same point for every
    objective, never tuned for one; further pre-training seeds are fine-tuned with it);
 4. GLUE fine-tuning of every checkpoint on ``tasks`` (and of the last one on
-   ``final_tasks`` too), each seed, with the chosen point (:mod:`taco_fairseq.glue.runner`);
+   ``final_tasks`` too; with ``final_tasks`` only, of the last checkpoints only), each seed,
+   with the chosen point (:mod:`taco_fairseq.glue.runner`);
 5. the report (:mod:`.report`).
 
 Output layout: ``OUT/pretrain/<objective>-seed<S>/`` (with ``initialization.pt``),
@@ -62,7 +63,8 @@ class StudyOptions:
         pretrain_seeds: one pre-training run per objective and seed.
         settings: what the pre-training runs share.
         glue_data: the prepared GLUE directory (``taco-prepare-glue``).
-        tasks: GLUE tasks fine-tuned at every checkpoint.
+        tasks: GLUE tasks fine-tuned at every checkpoint (may be empty when ``final_tasks``
+            is not).
         final_tasks: more tasks fine-tuned at the last checkpoint only.
         primary_endpoint: the report's primary endpoint, one of
             :data:`.statistics.PRIMARY_ENDPOINTS`, declared before the runs.
@@ -103,6 +105,12 @@ class StudyOptions:
     def runs(self) -> List[PretrainRun]:
         """Every pre-training run, objective-major."""
         return [PretrainRun(o, s) for o in self.objectives for s in self.pretrain_seeds]
+
+    @property
+    def average_tasks(self) -> List[str]:
+        """The tasks of the fine-tuned GLUE average (``glue-average``): ``tasks``, or
+        ``final_tasks`` (at the last checkpoint) when there are none."""
+        return list(self.tasks or self.final_tasks)
 
     @property
     def last_updates(self) -> int:
@@ -198,7 +206,8 @@ def initial_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
 
 def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint]) -> List[dict]:
     """Phase 2: per checkpoint, ``valid_mlm_loss`` (bits per masked token, fairseq's
-    validation at that update; none at update 0); with held-out text, the contextual score
+    validation at that update; None at update 0, where fairseq validates nothing); with
+    held-out text (sampled and encoded once), the contextual score
     and its intra- and inter-context similarities and the neighbour attention
     (:func:`taco_fairseq.glue.probes.neighbour_attention`: ``neighbour_attention``,
     ``attention_entropy``, their uniform references and per-layer values); with
@@ -206,14 +215,15 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
     (:func:`taco_fairseq.glue.probes.probe_tasks`: ``probe_<TASK>``, ``probe_average``,
     ``sts_unsupervised``). Cached in ``OUT/measures/<checkpoint>.json``; a cached row that
     lacks a measure asked for now gets it added. Initializations (update 0) of one seed that
-    hold the same parameters (mlm and taco) are measured once.
+    hold the same parameters (mlm and taco) are measured once (:class:`_Initializations`:
+    hashed only when one lacks a measure).
 
     Raises:
         FileNotFoundError, ValueError: as :func:`taco_fairseq.glue.probes.probe_tasks`.
     """
     directory = options.out / "measures"
     directory.mkdir(parents=True, exist_ok=True)
-    measured_initializations: Dict[Tuple[int, str], dict] = {}
+    initializations = _Initializations()
     cache = _Inputs(options)
     rows = []
     for checkpoint in found:
@@ -222,22 +232,49 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
             "objective": checkpoint.run.objective, "pretrain_seed": checkpoint.run.seed,
             "updates": checkpoint.updates,
             "valid_mlm_loss": validation_losses(options.out / "pretrain" / checkpoint.run.name
-                                                ).get(checkpoint.updates, float("nan"))}
+                                                ).get(checkpoint.updates)}
         missing = _missing_measures(options, row)
-        shared = None
-        if checkpoint.updates == 0:
-            shared = (checkpoint.run.seed, _parameters_sha256(checkpoint.path))
-        if missing and shared in measured_initializations:
-            row.update(measured_initializations[shared])
+        same = initializations.measured(checkpoint) if missing and checkpoint.updates == 0 \
+            else None
+        if same is not None:
+            row.update(same)
         elif missing:
             row.update(_measure(options, checkpoint, missing, cache))
-        if shared is not None and shared not in measured_initializations:
-            measured_initializations[shared] = {
-                k: v for k, v in row.items() if k not in ("objective", "pretrain_seed", "updates")}
+        if checkpoint.updates == 0:
+            initializations.add(checkpoint, row)
         if missing or not path.is_file():
             path.write_text(json.dumps(row, indent=2) + "\n")
         rows.append(row)
     return rows
+
+
+class _Initializations:
+    """The measured initializations (update 0) of phase 2, so that one seed's identical ones
+    (mlm and taco start from the same parameters) are measured once; a checkpoint is hashed
+    (:func:`_parameters_sha256`) only when one lacks a measure, and each at most once."""
+
+    def __init__(self):
+        self.rows: List[Tuple[StudyCheckpoint, dict]] = []
+        self.hashes: Dict[Path, str] = {}
+
+    def _hash(self, checkpoint: StudyCheckpoint) -> str:
+        if checkpoint.path not in self.hashes:
+            self.hashes[checkpoint.path] = _parameters_sha256(checkpoint.path)
+        return self.hashes[checkpoint.path]
+
+    def measured(self, checkpoint: StudyCheckpoint) -> Optional[dict]:
+        """The measures of the first initialization added of the same seed with the same
+        parameters as ``checkpoint`` (None: none)."""
+        for other, row in self.rows:
+            if other.run.seed == checkpoint.run.seed and self._hash(other) == self._hash(
+                    checkpoint):
+                return {k: v for k, v in row.items()
+                        if k not in ("objective", "pretrain_seed", "updates")}
+        return None
+
+    def add(self, checkpoint: StudyCheckpoint, row: dict) -> None:
+        """``row``: the measures of the initialization ``checkpoint``."""
+        self.rows.append((checkpoint, row))
 
 
 #: The measures of phase 2 beyond the validation loss, and a key each writes.
@@ -259,11 +296,14 @@ def _missing_measures(options: StudyOptions, row: dict) -> List[str]:
 
 
 class _Inputs:
-    """The held-out sentences of phase 2, sampled once (and encoded once per dictionary)."""
+    """The held-out sentences of phase 2, sampled once and encoded once per data-bin and
+    maximum length (:func:`taco_fairseq.analysis.contextual_score.encode_sentences`, as
+    ``score_checkpoints`` keys them)."""
 
     def __init__(self, options: StudyOptions):
         self.options = options
         self.sentences = None
+        self.encoded = {}
 
     def heldout(self) -> List[str]:
         from ..analysis.sentences import sample_sentences
@@ -274,12 +314,22 @@ class _Inputs:
                                               max_lines=o.heldout_max_lines)
         return self.sentences
 
+    def tokens(self, hub) -> List[torch.Tensor]:
+        """The held-out sentences as ``hub`` encodes them (``[length]`` ids, ``<s>`` …
+        ``</s>``; too long and too short ones left out)."""
+        from ..analysis.contextual_score import encode_sentences
+
+        key = (hub.cfg.task.data, hub.model.max_positions())
+        if key not in self.encoded:
+            self.encoded[key] = encode_sentences(hub, self.heldout()).tokens
+        return self.encoded[key]
+
 
 def _measure(options: StudyOptions, checkpoint: StudyCheckpoint, missing: Sequence[str],
              inputs: _Inputs) -> dict:
     """The ``missing`` measures of one checkpoint (:func:`_missing_measures`)."""
     from ..analysis.checkpoints import load_checkpoint
-    from ..analysis.contextual_score import encode_sentences, score_checkpoints
+    from ..analysis.contextual_score import contextual_score
     from ..glue.probes import ProbeOptions, neighbour_attention, probe_tasks
 
     if not missing:
@@ -288,17 +338,15 @@ def _measure(options: StudyOptions, checkpoint: StudyCheckpoint, missing: Sequen
                              "cpu" if options.cpu or not torch.cuda.is_available() else "cuda")
     model, dictionary = loaded.hub.model, loaded.hub.task.source_dictionary
     row = {}
-    if "contextual" in missing:
-        stats = score_checkpoints([loaded], inputs.heldout())[0]
+    if "contextual" in missing:  # as score_checkpoints measures it (batches of 64, seed 1)
+        stats = contextual_score(model, inputs.tokens(loaded.hub), dictionary)
         row.update(contextual_score=stats["cosine_gap"], intra_context_cos=stats["cosine_intra"],
                    inter_context_cos=stats["cosine_inter"])
     if "attention" in missing:
-        row.update(neighbour_attention(model, encode_sentences(loaded.hub,
-                                                               inputs.heldout()).tokens,
-                                       dictionary))
+        row.update(neighbour_attention(model, inputs.tokens(loaded.hub), dictionary))
     if any(m.startswith("probe_") or m == "unsupervised" for m in missing):
         started = time.perf_counter()
-        row.update(probe_tasks(model, dictionary, checkpoint.path, options.glue_data,
+        row.update(probe_tasks(loaded, options.glue_data,
                                ProbeOptions(tasks=tuple(options.probe_tasks),
                                             max_train=options.probe_max_train)))
         logger.info("probes of %s: %.0f s", checkpoint.name, time.perf_counter() - started)
@@ -358,8 +406,9 @@ def search_points(options: StudyOptions,
 
 def finetune_all(options: StudyOptions, found: Sequence[StudyCheckpoint],
                  points: Dict[str, Hyperparameters]) -> List[Score]:
-    """Phase 4: every checkpoint on ``tasks`` and the last one on ``final_tasks`` too, every
-    seed, with the task's point; returns the dev scores.
+    """Phase 4: every checkpoint on ``tasks`` and the last one on ``final_tasks`` too (no
+    ``tasks``: the last checkpoints only), every seed, with the task's point; returns the dev
+    scores.
 
     Runs go in the order that makes an interrupted phase most useful: the last checkpoint
     first, then the first, then the others from the latest down; within a checkpoint the

@@ -17,9 +17,10 @@ a seeded subsample of the training examples when asked):
   ``StandardScaler``, fitted on the train split); classification tasks get scikit-learn's
   ``LogisticRegressionCV`` (L2, lbfgs), regression (STS-B) ``RidgeCV``, their regularization
   chosen by stratified (classification) or plain k-fold cross-validation on the train split
-  with fixed folds (``seed``), scored by the task's official metric; the score is that metric
-  on the dev split, in points (:func:`taco_fairseq.glue.metrics.score_predictions`: MCC for
-  CoLA, F1 for MRPC, Spearman for STS-B, accuracy for SST-2 and RTE).
+  with fixed folds (``seed``), scored by the task's official metric
+  (:func:`taco_fairseq.glue.metrics.metric_functions`); the score is that metric on the dev
+  split, in points (:func:`taco_fairseq.glue.metrics.score_predictions`: MCC for CoLA, F1 for
+  MRPC, Spearman for STS-B, accuracy for SST-2 and RTE).
 * **Unsupervised STS-B**: Spearman correlation (points) between the gold scores of STS-B's dev
   pairs and the cosine of the two sentences' mean-pooled last-layer states (as Reimers &
   Gurevych 2019, Table 1, evaluate frozen BERT).
@@ -32,10 +33,16 @@ a seeded subsample of the training examples when asked):
   ``MultiheadAttention`` projections (``softmax(q·k/√d)``; fairseq returns them only averaged
   over heads), checked against fairseq's own in the tests.
 
+A score that is undefined (the Spearman or Pearson correlation of constant predictions, e.g. a
+probe that predicts one value for every STS-B pair) counts as 0 points, as GLUE's scorer and
+the comparison's fine-tuning scores count it, with a warning naming the checkpoint and task: a
+NaN would leave the pre-training seed out of the comparison's paired tests.
+
 Measured cost per checkpoint and the settings of the comparison: docs/analysis.md.
 """
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +52,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..metadata import load_lazily
 from ..prep.pretraining import INFO_FILE
 from .databin import LABEL_DIR
-from .metrics import score_predictions
-from .pretrained import check_glue_data
+from .metrics import metric_functions, score_predictions
+from .pretrained import check_glue_data_fits
 from .tasks import GlueTask, get_task
 
 logger = logging.getLogger(__name__)
@@ -60,8 +66,6 @@ PROBE_TASKS = ("RTE", "MRPC", "CoLA", "STS-B", "SST-2")
 LOGISTIC_CS = tuple(10.0 ** k for k in range(-4, 3))
 #: Ridge's regularization strengths tried by cross-validation.
 RIDGE_ALPHAS = tuple(10.0 ** k for k in range(-2, 7))
-#: scikit-learn scorer of each official GLUE metric (cross-validation's criterion).
-_SCORERS = {"accuracy": "accuracy", "f1": "f1", "mcc": "matthews_corrcoef"}
 
 
 @dataclass(frozen=True)
@@ -232,16 +236,17 @@ def fit_probe(task: GlueTask, train_x: np.ndarray, train_y: np.ndarray, dev_x: n
     Raises:
         ValueError: fewer training examples of a class than ``options.folds``.
     """
-    from scipy.stats import spearmanr
     from sklearn.linear_model import LogisticRegressionCV, RidgeCV
     from sklearn.metrics import make_scorer
     from sklearn.model_selection import KFold, StratifiedKFold
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
+    # the official metric on class indices (F1's positive class: its index) or scores
+    positive = None if task.positive_label is None else task.labels.index(task.positive_label)
+    scoring = make_scorer(metric_functions(task, positive)[task.glue_metric])
     if task.regression:
-        spearman = make_scorer(lambda y, p: spearmanr(y, p)[0])
-        model = RidgeCV(alphas=RIDGE_ALPHAS, scoring=spearman,
+        model = RidgeCV(alphas=RIDGE_ALPHAS, scoring=scoring,
                         cv=KFold(options.folds, shuffle=True, random_state=options.seed))
         pipeline = make_pipeline(StandardScaler(), model).fit(train_x, train_y)
         predicted = pipeline.predict(dev_x).tolist()
@@ -255,7 +260,7 @@ def fit_probe(task: GlueTask, train_x: np.ndarray, train_y: np.ndarray, dev_x: n
         model = LogisticRegressionCV(
             Cs=list(LOGISTIC_CS), l1_ratios=(0.0,), max_iter=options.max_iter,
             cv=StratifiedKFold(options.folds, shuffle=True, random_state=options.seed),
-            scoring=_SCORERS[task.glue_metric], use_legacy_attributes=False)
+            scoring=scoring, use_legacy_attributes=False)
         pipeline = make_pipeline(StandardScaler(), model).fit(train_x, train_y)
         predicted = [task.labels[c] for c in pipeline.predict(dev_x)]
         gold = [task.labels[c] for c in dev_y]
@@ -265,31 +270,43 @@ def fit_probe(task: GlueTask, train_x: np.ndarray, train_y: np.ndarray, dev_x: n
 
 
 def cosine_spearman(u: np.ndarray, v: np.ndarray, gold: np.ndarray) -> float:
-    """Spearman correlation (points) of the gold scores with the cosines of the rows of
-    ``u`` and ``v`` (``[n, hidden]`` each); a zero row's cosine is 0."""
-    from scipy.stats import spearmanr
-
+    """Spearman correlation (points, STS-B's metric:
+    :func:`taco_fairseq.glue.metrics.score_predictions`) of the gold scores with the cosines of
+    the rows of ``u`` and ``v`` (``[n, hidden]`` each); a zero row's cosine is 0. NaN when the
+    cosines are constant."""
     norms = np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1)
     cosines = (u * v).sum(1) / np.where(norms > 0, norms, 1.0)
-    return 100.0 * float(spearmanr(cosines, gold)[0])
+    return score_predictions(get_task("STS-B"), cosines.tolist(), list(gold))["spearman"]
 
 
-def probe_tasks(model, dictionary, checkpoint: Path, glue_data: Path,
-                options: ProbeOptions = ProbeOptions(),
+def defined_score(value: float, checkpoint, what: str) -> float:
+    """``value`` (points), or 0 with a warning naming ``checkpoint`` and ``what`` when it is
+    NaN (module doc: GLUE's convention for an undefined correlation)."""
+    if math.isfinite(value):
+        return value
+    logger.warning("%s: %s is undefined (%s: e.g. a correlation of constant predictions); "
+                   "counted as 0 points, as GLUE's scorer does", checkpoint, what, value)
+    return 0.0
+
+
+def probe_tasks(checkpoint, glue_data: Path, options: ProbeOptions = ProbeOptions(),
                 unsupervised: bool = True) -> Dict[str, float]:
     """The linear probes of :attr:`ProbeOptions.tasks` and the unsupervised STS-B of one model.
 
     Args:
-        model: the checkpoint's fairseq RoBERTa model (any device).
-        dictionary: its dictionary.
-        checkpoint: its file, to check that the GLUE data was prepared with its dictionary and
-            SentencePiece model.
+        checkpoint: the loaded checkpoint (:class:`taco_fairseq.analysis.checkpoints.Checkpoint`
+            : ``path``, for messages, and ``hub``, the model on any device with the data-bin it
+            was loaded with, whose dictionary and SentencePiece model were checked against the
+            checkpoint on loading); the GLUE data is checked against that data-bin
+            (:func:`taco_fairseq.glue.pretrained.check_glue_data_fits`), the file is not read
+            again.
         glue_data: the prepared GLUE directory (``<TASK>/input0``, ``input1``, ``label``).
         unsupervised: also ``sts_unsupervised`` (when STS-B is prepared).
 
     Returns:
         ``probe_<TASK>`` per task (points), ``probe_average`` (their mean) and
-        ``sts_unsupervised`` (points); the chosen C or alpha of each task is logged.
+        ``sts_unsupervised`` (points), an undefined score counted as 0 (:func:`defined_score`);
+        the chosen C or alpha of each task is logged.
 
     Raises:
         FileNotFoundError: a task is not prepared in ``glue_data``.
@@ -297,7 +314,8 @@ def probe_tasks(model, dictionary, checkpoint: Path, glue_data: Path,
             model, or as :func:`fit_probe`.
     """
     glue_data = Path(glue_data)
-    state = load_lazily(checkpoint)
+    model, dictionary = checkpoint.hub.model, checkpoint.hub.task.source_dictionary
+    data_bin = Path(checkpoint.hub.cfg.task.data)
     max_positions = model.max_positions()
     row: Dict[str, float] = {}
     names = list(dict.fromkeys(options.tasks))
@@ -309,7 +327,7 @@ def probe_tasks(model, dictionary, checkpoint: Path, glue_data: Path,
         if not (task_dir / INFO_FILE).is_file():
             raise FileNotFoundError(f"{task_dir}: {name} is not prepared (no {INFO_FILE}); "
                                     f"prepare it with taco-prepare-glue --tasks {name}")
-        check_glue_data(checkpoint, state, task_dir)
+        check_glue_data_fits(data_bin, task_dir, str(checkpoint.path))
         features = {}
         probed = name in options.tasks
         for split in ("train", "valid") if probed else ("valid",):
@@ -326,12 +344,14 @@ def probe_tasks(model, dictionary, checkpoint: Path, glue_data: Path,
             join = (lambda s: s[0]) if len(train_states) == 1 else (lambda s: pair_features(*s))
             fitted = fit_probe(task, join(train_states), train_y, join(dev_states), dev_y,
                                options)
-            row[f"probe_{name}"] = fitted["score"]
+            row[f"probe_{name}"] = defined_score(fitted["score"], checkpoint.path,
+                                                 f"the {name} probe's {task.glue_metric}")
             logger.info("probe %s: %.2f points, regularization %g (grid %s)", name,
                         fitted["score"], fitted["regularization"],
                         "alphas" if task.regression else "Cs")
         if name == "STS-B" and unsupervised:
-            row["sts_unsupervised"] = cosine_spearman(*dev_states, dev_y)
+            row["sts_unsupervised"] = defined_score(cosine_spearman(*dev_states, dev_y),
+                                                    checkpoint.path, "the unsupervised STS-B")
         logger.info("%s: %s train, %d dev examples, %.1f s", name,
                     len(features["train"][1]) if probed else "no", len(dev_y),
                     time.perf_counter() - started)

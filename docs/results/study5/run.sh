@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The 5-seed study of PLAN.md and its baseline controls, as run on this project's 2-core CPU
+# machine. Every step is a resumable taco-compare (rerun the script after an interruption:
+# finished runs are left alone, interrupted ones continue from checkpoint_last.pt).
+#
+#   bash docs/results/study5/run.sh study     # the study (PLAN.md, "Set-up")
+#   bash docs/results/study5/run.sh controls  # the five controls (PLAN.md, "Baseline controls")
+#
+# DATA: the data-bin of PLAN.md (taco-prepare-data of the first 160,000 lines of Wikipedia AA,
+# vocabulary 8,000, --valid-docs 100); GLUE: RTE MRPC CoLA STS-B SST-2 prepared for it
+# (taco-prepare-glue); SHARED: the shared data; OUT: where the runs go.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+DATA=${DATA:-/work/study/wiki-aa}
+GLUE=${GLUE:-/work/study/glue}
+SHARED=${SHARED:-../shared}
+OUT=${OUT:-/work/study}
+compare() {
+  .venv/bin/taco-compare --data "$DATA" --glue-data "$GLUE" --arch roberta_tiny \
+    --final-tasks STS-B SST-2 --seeds 1 2 3 --finetune-lr 1e-4 3e-4 1e-3 \
+    --finetune-search-from docs/results/lr1e-3-6k-search/search.json \
+    --finetune-max-updates SST-2=1000 --probe-tasks RTE MRPC CoLA STS-B SST-2 \
+    --primary-endpoint probe-average \
+    --heldout-text "$SHARED/data/corpus/wikipedia-en-2015-wikiextractor/AB.txt.xz" \
+    --heldout-max-lines 3000 --jobs 2 --cpu "$@"
+}
+# the study's schedule: 6,000 updates of 32 sequences, peak lr 1e-3 after 600 warm-up updates
+study=(--max-update 6000 --checkpoint-updates 1000 2000 4000 6000 --lr 1e-3
+       --warmup-updates 600)
+# 128 sequences per update: 3,000 updates = 12,000 of the study's in tokens, past the plateau;
+# 250/500/1,000/1,500 updates see the tokens of the study's 1,000/2,000/4,000/6,000
+large=(--max-update 3000 --checkpoint-updates 250 500 1000 1500 2000 3000 --lr 1e-3
+       --warmup-updates 150)
+# past the plateau (~10,000 updates of 32)
+long=(--max-update 12000 --checkpoint-updates 1000 2000 4000 6000 8000 12000)
+
+case "${1:-}" in
+  study)
+    compare --out "$OUT/study5" --pretrain-seeds 1 2 3 4 5 "${study[@]}" -- --num-workers 0 ;;
+  controls)
+    # 1. a larger batch through --update-freq 4 (TACO's negatives still from 32 sequences)
+    compare --out "$OUT/controls/update-freq4" --pretrain-seeds 1 --update-freq 4 "${large[@]}" \
+      -- --num-workers 0
+    # 5. TACO's negatives from one batch of 128 sequences, against 1.'s 4 x 32
+    compare --out "$OUT/controls/batch128" --objectives taco --pretrain-seeds 1 \
+      --batch-size 128 "${large[@]}" -- --num-workers 0
+    # 4. TACO's positive uniform over the whole block (W = 255), against the study's seed 1
+    compare --out "$OUT/controls/window255" --objectives taco --pretrain-seeds 1 "${study[@]}" \
+      -- --num-workers 0 --tc-window 255
+    # 2. pre-LayerNorm
+    # (fine-tuned with it too: its checkpoints have the pre-LN layers)
+    compare --out "$OUT/controls/pre-ln" --pretrain-seeds 1 "${long[@]}" --lr 1e-3 \
+      --warmup-updates 600 --finetune-options=--encoder-normalize-before \
+      -- --num-workers 0 --encoder-normalize-before
+    # 3. a lower peak lr with a longer warm-up
+    compare --out "$OUT/controls/lr3e-4" --pretrain-seeds 1 "${long[@]}" --lr 3e-4 \
+      --warmup-updates 2000 -- --num-workers 0 ;;
+  *)
+    echo "usage: $0 study|controls" >&2
+    exit 2 ;;
+esac

@@ -27,6 +27,7 @@ from .data import (TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals,
                    UpdateTotalsEpochIterator)
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 from .metadata import SENTENCEPIECE_MODEL
+from .sampling import SamplingOptions
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +57,10 @@ class TacoMaskedLMConfig(MaskedLMConfig):
     save_dir: str = II("checkpoint.save_dir")
 
 
-def validate_sampling_options(cfg) -> None:
-    """Check the TC sampling options; warn where the TC loss gets (almost) no data. (fairseq
-    checks its masking options when the data is loaded: :func:`masking_option_error`.)
+def sampling_options(cfg) -> SamplingOptions:
+    """The TC sampling options of the task's config ``cfg``, checked, as the one record the
+    loader hands to the sampler; warn where the TC loss gets (almost) no data. (fairseq checks
+    its masking options when the data is loaded: :func:`masking_option_error`.)
 
     Raises:
         OptionError: naming the option, its value and what is allowed.
@@ -79,6 +81,8 @@ def validate_sampling_options(cfg) -> None:
             f"--tc-window {cfg.tc_window} reaches beyond --tokens-per-sample "
             f"{cfg.tokens_per_sample}: positives then mostly fall back to a uniform draw from "
             "the rest of the sequence")
+    return SamplingOptions(window=cfg.tc_window, num_negatives=cfg.tc_negatives,
+                           cross_worker=cfg.tc_cross_worker_negatives)
 
 
 def masking_option_error(error: AssertionError, cfg) -> Optional[OptionError]:
@@ -162,8 +166,9 @@ class TacoMaskedLMTask(MaskedLMTask):
     cfg: TacoMaskedLMConfig
 
     def __init__(self, cfg: TacoMaskedLMConfig, dictionary=None):
-        validate_sampling_options(cfg)
+        sampling = sampling_options(cfg)
         super().__init__(cfg, dictionary)
+        self.sampling = sampling
         self._open_totals = None  # [2]: the open update's totals over all workers
         self._calls_left = 0  # batches of the open update still to come on this worker
         self._warned_few_negatives = False
@@ -226,9 +231,7 @@ class TacoMaskedLMTask(MaskedLMTask):
         self.datasets[split] = ContrastiveSamplingDataset(
             self.datasets[split], pad_idx=self.dictionary.pad(),
             excluded_tokens=special if self.cfg.tc_exclude_special_tokens else (),
-            positions=self.cfg.tc_positions, window=self.cfg.tc_window,
-            num_negatives=self.cfg.tc_negatives, seed=self.cfg.seed,
-            cross_worker=self.cfg.tc_cross_worker_negatives)
+            positions=self.cfg.tc_positions, sampling=self.sampling, seed=self.cfg.seed)
 
     def build_model(self, cfg, from_checkpoint=False):
         """Build the model, checked for training (:func:`validate_training_setup`) unless

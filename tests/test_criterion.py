@@ -18,6 +18,7 @@ from taco_fairseq.criterion import TC_EMBEDDINGS
 from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals
 from taco_fairseq.diagnostics import last_layer_states
 from taco_fairseq.loss import global_bias
+from taco_fairseq.sampling import SamplingOptions
 
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
 
@@ -278,8 +279,8 @@ def test_loss_and_gradients_are_finite(models, batch, positions, embedding, prec
     model = by_dtype["float32" if autocast else precision]
     criterion.tc_embedding = embedding
     dataset = ContrastiveSamplingDataset(
-        FixedBatch(batch), pad_idx=1, excluded_tokens=(), positions=positions, window=5,
-        num_negatives=6, seed=1,
+        FixedBatch(batch), pad_idx=1, excluded_tokens=(), positions=positions,
+        sampling=SamplingOptions(5, 6), seed=1,
     )
     sample = dataset.collater([])
     model.zero_grad()

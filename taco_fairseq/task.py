@@ -100,21 +100,24 @@ def masking_option_error(error: AssertionError, cfg) -> Optional[OptionError]:
     return OptionError(f"{given or 'masking options'}: fairseq's masked LM needs {condition}")
 
 
-def check_token_ids(split_path: str, dictionary) -> None:
-    """Check that the binarized split ``split_path`` (fairseq's mmap ``.bin``/``.idx``, and its
-    shards ``split_path1``, ...) holds only ids of ``dictionary``'s symbols, ``<mask>`` (added
-    by the task, after them) excluded: a ``dict.txt`` shortened after binarization otherwise
-    ends training in fairseq's ``AssertionError: Dataset contains mask_idx`` or an index error.
-    Other dataset formats are not checked. The check reads each ``.bin`` whole, once per
-    process and file version (:func:`_largest_token_id`), not again at each epoch's load.
+def check_token_ids(split_path: str, dictionary, combine: bool) -> None:
+    """Check that the binarized split ``split_path`` (fairseq's mmap ``.bin``/``.idx``) holds
+    only ids of ``dictionary``'s symbols, ``<mask>`` (added by the task, after them) excluded:
+    a ``dict.txt`` shortened after binarization otherwise ends training in fairseq's
+    ``AssertionError: Dataset contains mask_idx`` or an index error. With ``combine`` (fairseq
+    passes it for the training split) the files ``split_path1``, ``split_path2``, ... that
+    fairseq's ``load_indexed_dataset`` combines with it are checked too; without, only
+    ``split_path``, as fairseq loads only that. Other dataset formats are not checked. The
+    check reads each ``.bin`` whole, once per process and file version
+    (:func:`_largest_token_id`), not again at each epoch's load.
 
     Raises:
         OptionError: naming the file, its largest id, the dictionary's size and the fix.
     """
     symbols = dictionary.index("<mask>")
-    for shard in itertools.count():  # the files fairseq's load_indexed_dataset combines
+    for shard in itertools.count():  # the files fairseq's load_indexed_dataset loads
         path = split_path + (str(shard) if shard else "")
-        if not indexed_dataset.MMapIndexedDataset.exists(path):
+        if shard and not combine or not indexed_dataset.MMapIndexedDataset.exists(path):
             return
         index = indexed_dataset.MMapIndexedDataset.Index(indexed_dataset.index_file_path(path))
         data = indexed_dataset.data_file_path(path)
@@ -214,12 +217,18 @@ class TacoMaskedLMTask(MaskedLMTask):
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         """fairseq's masked-LM dataset of ``split``, wrapped to draw the TC positions.
 
+        Every data-parallel worker loads the same files, so the first (global rank 0) alone
+        checks their token ids (a launcher ends the other workers when one fails: fairseq's
+        ``torch.multiprocessing.spawn``, ``torchrun``).
+
         Raises:
             OptionError: token ids beyond ``dict.txt`` (:func:`check_token_ids`), or a masking
                 option fairseq's masking refuses (:func:`masking_option_error`).
         """
-        paths = utils.split_paths(self.cfg.data)
-        check_token_ids(os.path.join(paths[(epoch - 1) % len(paths)], split), self.dictionary)
+        if distributed_utils.get_global_rank() == 0:
+            paths = utils.split_paths(self.cfg.data)
+            check_token_ids(os.path.join(paths[(epoch - 1) % len(paths)], split),
+                            self.dictionary, combine)
         try:
             super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         except AssertionError as error:

@@ -303,6 +303,37 @@ def test_a_dict_txt_shortened_after_binarization_is_named(tiny_databin, tmp_path
     fairseq_setup(_databin_with_dict(tiny_databin, tmp_path / "intact", lines))
 
 
+def test_the_token_id_check_reads_what_fairseq_loads_once(tiny_databin, tmp_path, monkeypatch):
+    """Before: loading ``valid`` also read ``valid1`` (another split, which fairseq loads only
+    with ``--valid-subset valid,valid1``, or a shard only the training split combines), and
+    every data-parallel worker read every file."""
+    from fairseq.data import Dictionary, indexed_dataset
+    from fairseq.distributed import utils as distributed_utils
+
+    from taco_fairseq.errors import OptionError
+    from taco_fairseq.task import check_token_ids
+
+    lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    databin = _databin_with_dict(tiny_databin, tmp_path / "databin", lines)
+    builder = indexed_dataset.make_builder(str(databin / "valid1.bin"), impl="mmap",
+                                           vocab_size=100_000)
+    builder.add_item(torch.IntTensor([5, 99_999, 2]))  # an id far beyond dict.txt
+    builder.finalize(str(databin / "valid1.idx"))
+    dictionary = Dictionary.load(str(databin / "dict.txt"))
+    dictionary.add_symbol("<mask>")
+    check_token_ids(str(databin / "valid"), dictionary, combine=False)  # valid1 not read
+    with pytest.raises(OptionError, match=re.escape(f"{databin / 'valid1.bin'} holds token id "
+                                                    "99999")):
+        check_token_ids(str(databin / "valid"), dictionary, combine=True)
+    # a worker other than the first does not read the files (the first stops the run)
+    edited = _databin_with_dict(tiny_databin, tmp_path / "edited", lines[:-10])
+    monkeypatch.setattr(distributed_utils, "get_global_rank", lambda: 1)
+    fairseq_setup(edited)
+    monkeypatch.setattr(distributed_utils, "get_global_rank", lambda: 0)
+    with pytest.raises(OptionError, match="dict.txt was changed after the data was binarized"):
+        fairseq_setup(edited)
+
+
 @pytest.mark.parametrize("case", ["parent is a file", "read-only"])
 def test_an_unusable_save_dir_stops_in_one_line(case, tiny_databin, tmp_path):
     """Before: fairseq's NotADirectoryError or PermissionError traceback."""

@@ -63,8 +63,8 @@ def test_bad_options_fail_at_start(tiny_databin, options, message):
         (("--tc-window", "201"), "--tc-window 201 reaches beyond --tokens-per-sample 64"),
         # τ: the TC loss pinned at log2(51) = 5.672 bits; or of order 1/τ nats
         (("--tc-temperature", "100000"), "--tc-temperature 100000: above 0.5, the scores cos/τ "
-         "lie within ±1e-05, so the TC loss stays between 5.672 bits (perfectly aligned "
-         "vectors) and 5.672 bits (chance, log2(K+1))"),
+         "lie within ±1e-05, so the TC loss stays between 5.672397 bits (perfectly aligned "
+         "vectors) and 5.672425 bits (chance, log2(K+1)), a range of 2.83e-05 bits"),
         (("--tc-temperature", "1e-05"), "--tc-temperature 1e-05: below 0.01, the scores cos/τ "
          "reach ±1e+05, so a misranked anchor costs up to 2e+05 nats"),
     ],

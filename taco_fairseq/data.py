@@ -153,6 +153,14 @@ class UpdateTotalsEpochIterator:
         return len(self._epoch_itr)
 
     def next_epoch_itr(self, *args, **kwargs):
+        """The wrapped iterator's ``next_epoch_itr`` (same arguments: ``shuffle``,
+        ``fix_batches_to_gpus``, ...), its batches read by an :class:`UpdateTotalsIterator`
+        with this epoch's ``--update-freq``.
+
+        Returns:
+            a fairseq ``CountingIterator`` that starts where the wrapped one does (``n``, also
+            mid-epoch after a resume) and has its ``total``.
+        """
         itr = self._epoch_itr.next_epoch_itr(*args, **kwargs)
         epoch = self._epoch_itr.epoch
         update_freq = self._update_freq[min(epoch, len(self._update_freq)) - 1]

@@ -255,6 +255,15 @@ class TacoMaskedLMTask(MaskedLMTask):
         return model
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
+        """fairseq's epoch iterator over ``dataset`` (same arguments), wrapped so that each
+        batch carries its update's totals (:class:`~taco_fairseq.data.UpdateTotalsEpochIterator`,
+        grouping ``--update-freq`` batches per update as fairseq's ``train.py`` does), which
+        :meth:`train_step` needs.
+
+        Returns:
+            an :class:`~taco_fairseq.data.UpdateTotalsEpochIterator`; the checkpoint state is
+            the wrapped iterator's.
+        """
         epoch_itr = super().get_batch_iterator(dataset, *args, **kwargs)
         return UpdateTotalsEpochIterator(epoch_itr, self.cfg.update_freq, self.dictionary.pad())
 
@@ -296,7 +305,13 @@ class TacoMaskedLMTask(MaskedLMTask):
         batch, at its end, so a padding batch that opens an update is alone in it. This holds
         on every worker alike, so all all-reduce together: after an update fairseq skipped
         (its batches are over; a retried one starts again at index 0), on a worker with only
-        padding in an update, and after resuming (checkpoints fall on update boundaries)."""
+        padding in an update, and after resuming (checkpoints fall on update boundaries).
+
+        Raises:
+            RuntimeError: ``own`` is a batch after the first of an update (``index`` > 0)
+                and no update has opened yet on this task: the first batches reached
+                :meth:`train_step` out of order, not from an update's first one.
+        """
         if own is not None:
             opens = own.index == 0
         else:

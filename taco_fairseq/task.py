@@ -117,7 +117,7 @@ def check_token_ids(split_path: str, dictionary, combine: bool) -> None:
     symbols = dictionary.index("<mask>")
     for shard in itertools.count():  # the files fairseq's load_indexed_dataset loads
         path = split_path + (str(shard) if shard else "")
-        if shard and not combine or not indexed_dataset.MMapIndexedDataset.exists(path):
+        if (shard and not combine) or not indexed_dataset.MMapIndexedDataset.exists(path):
             return
         index = indexed_dataset.MMapIndexedDataset.Index(indexed_dataset.index_file_path(path))
         data = indexed_dataset.data_file_path(path)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from taco_fairseq.loss import NORM_EPS, InfoNCEOutput, global_bias, info_nce
-from taco_fairseq.sampling import sample_contrastive_positions
+from taco_fairseq.sampling import SamplingOptions, sample_positions
 
 #: Tokens per sequence of the timed batches.
 SEQ_LEN = 256
@@ -79,7 +79,7 @@ def time_tc_loss(
     of ``tokens // seq_len`` sequences of ``seq_len`` tokens (fairseq's ``[seq_len, batch,
     hidden]`` layout) through the global bias, passed as the ``taco`` criterion passes it, to
     the gradients of the states; anchors, positives (W = 5) and K negatives are drawn by
-    :func:`~taco_fairseq.sampling.sample_contrastive_positions`.
+    :func:`~taco_fairseq.sampling.sample_positions`.
 
     Raises:
         ValueError: if ``tokens`` is not a multiple of ``seq_len`` of at least two sequences.
@@ -88,7 +88,7 @@ def time_tc_loss(
     if tokens % seq_len or tokens // seq_len < 2:
         raise ValueError(f"tokens ({tokens}) must be >= 2 sequences of seq_len ({seq_len})")
     mask = np.ones((tokens // seq_len, seq_len), dtype=bool)
-    sampled = sample_contrastive_positions(mask, mask, 5, negatives, np.random.default_rng(0))
+    sampled = sample_positions(mask, mask, SamplingOptions(5, negatives), np.random.default_rng(0))
     positions = [torch.from_numpy(a).to(device) for a in sampled]
     generator = torch.Generator().manual_seed(0)
     states = [

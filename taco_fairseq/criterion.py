@@ -202,13 +202,18 @@ def check_temperature(temperature: float, num_negatives: int) -> None:
                           f"{temperature}")
     low, high = TEMPERATURE_RANGE
     if temperature > high:
-        floor = math.log2(1 + num_negatives * math.exp(-2 / temperature))
+        chance = math.log2(num_negatives + 1)
+        # chance − floor = log2((K + 1) / (1 + K·exp(−2/τ))), without cancellation at large τ
+        width = -math.log1p(num_negatives * math.expm1(-2 / temperature)
+                            / (num_negatives + 1)) / math.log(2)
+        # enough decimals (3 to 15) that the two bounds read apart
+        digits = 3 if width <= 0 else min(15, max(3, 1 - math.floor(math.log10(width))))
         logger.warning(
             f"--tc-temperature {temperature:g}: above {high:g}, the scores cos/τ lie within "
-            f"±{1 / temperature:.3g}, so the TC loss stays between {floor:.3f} bits (perfectly "
-            f"aligned vectors) and {math.log2(num_negatives + 1):.3f} bits (chance, log2(K+1)) "
-            "and its gradient is at most 1/τ: TC is in effect off. Use a τ in "
-            f"[{low:g}, {high:g}] (0.07 in the paper)")
+            f"±{1 / temperature:.3g}, so the TC loss stays between {chance - width:.{digits}f} "
+            f"bits (perfectly aligned vectors) and {chance:.{digits}f} bits (chance, "
+            f"log2(K+1)), a range of {width:.3g} bits, and its gradient is at most 1/τ: TC is "
+            f"in effect off. Use a τ in [{low:g}, {high:g}] (0.07 in the paper)")
     elif temperature < low:
         logger.warning(
             f"--tc-temperature {temperature:g}: below {low:g}, the scores cos/τ reach "

@@ -12,7 +12,7 @@ import torch
 from fairseq.data import BaseWrapperDataset, iterators
 
 from .batch import CrossWorkerTacoBatch, TacoBatch
-from .sampling import sample_contrastive_positions, sample_cross_worker_positions
+from .sampling import CrossWorkerPositions, SamplingOptions, sample_positions
 
 TC_POSITIONS = ("all", "masked", "unmasked")
 
@@ -20,31 +20,32 @@ TC_POSITIONS = ("all", "masked", "unmasked")
 class ContrastiveSamplingDataset(BaseWrapperDataset):
     """Wraps a masked-LM dataset (batches with ``id``, ``net_input.src_tokens`` and ``target``,
     ``[batch, seq_len]``); its collater adds ``batch["taco"]``, a
-    :class:`~taco_fairseq.batch.TacoBatch` (``CrossWorkerTacoBatch`` with ``cross_worker``),
-    drawn given (seed, epoch, example ids) like fairseq's masking, so a resumed run draws alike.
+    :class:`~taco_fairseq.batch.TacoBatch` (``CrossWorkerTacoBatch`` for cross-worker
+    positions), drawn given (seed, epoch, example ids) like fairseq's masking, so a resumed run
+    draws alike.
 
     Args:
         pad_idx, excluded_tokens: ids that are never anchors, positives or negatives (padding;
             e.g. ``<s>`` and ``</s>``, or none, as the official code).
         positions: the anchors: ``all`` (TACO), ``masked`` (concentrated TACO) or ``unmasked``.
-        window, num_negatives, seed: W (odd, >= 3), K (>= 1) and the run's seed.
+        sampling: how the positions are drawn, handed to
+            :func:`~taco_fairseq.sampling.sample_positions` as it is.
+        seed: the run's seed.
 
     Raises:
         ValueError: for an unknown ``positions``.
     """
 
     def __init__(self, dataset, pad_idx: int, excluded_tokens: Iterable[int], positions: str,
-                 window: int, num_negatives: int, seed: int, cross_worker: bool = False):
+                 sampling: SamplingOptions, seed: int):
         super().__init__(dataset)
         if positions not in TC_POSITIONS:
             raise ValueError(f"positions must be one of {TC_POSITIONS}, got {positions!r}")
         self.pad_idx = pad_idx
         self.excluded_tokens = np.array(sorted(set(excluded_tokens)), dtype=np.int64)
         self.positions = positions
-        self.window = window
-        self.num_negatives = num_negatives
+        self.sampling = sampling
         self.seed = seed
-        self.cross_worker = cross_worker
         self.epoch = 0
 
     @property
@@ -67,11 +68,9 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
             masked = batch["target"].numpy() != self.pad_idx
             anchor_mask = masked if self.positions == "masked" else ~masked
         rng = np.random.default_rng([self.seed, self.epoch, *batch["id"].tolist()])
-        sample = sample_cross_worker_positions if self.cross_worker else (
-            sample_contrastive_positions)
-        sampled = sample(candidate, anchor_mask, self.window, self.num_negatives, rng)
+        sampled = sample_positions(candidate, anchor_mask, self.sampling, rng)
         tensors = {name: torch.from_numpy(a) for name, a in sampled._asdict().items()}
-        if self.cross_worker:
+        if isinstance(sampled, CrossWorkerPositions):
             batch["taco"] = CrossWorkerTacoBatch(**tensors)
             return batch
         row_length = candidate.sum(axis=1)
@@ -154,6 +153,14 @@ class UpdateTotalsEpochIterator:
         return len(self._epoch_itr)
 
     def next_epoch_itr(self, *args, **kwargs):
+        """The wrapped iterator's ``next_epoch_itr`` (same arguments: ``shuffle``,
+        ``fix_batches_to_gpus``, ...), its batches read by an :class:`UpdateTotalsIterator`
+        with this epoch's ``--update-freq``.
+
+        Returns:
+            a fairseq ``CountingIterator`` that starts where the wrapped one does (``n``, also
+            mid-epoch after a resume) and has its ``total``.
+        """
         itr = self._epoch_itr.next_epoch_itr(*args, **kwargs)
         epoch = self._epoch_itr.epoch
         update_freq = self._update_freq[min(epoch, len(self._update_freq)) - 1]

@@ -51,6 +51,13 @@ def checkpoint_to_load(cfg) -> Optional[str]:
             file (fairseq would silently start from scratch).
         OptionError: ``checkpoint_last.pt`` is unreadable and no intact checkpoint is there.
     """
+    return _checkpoint_and_state(cfg)[0]
+
+
+def _checkpoint_and_state(cfg) -> Tuple[Optional[str], Optional[dict]]:
+    """:func:`checkpoint_to_load`'s path, with its state (:func:`~taco_fairseq.metadata.
+    load_lazily`) where choosing it read the file (``checkpoint_last.pt`` or a numbered
+    checkpoint in its place), else None: each file is read once."""
     last = _last_checkpoint(cfg)
     if cfg.restore_file != DEFAULT_RESTORE_FILE:
         path = cfg.restore_file.replace(".pt", cfg.checkpoint_suffix + ".pt")
@@ -64,11 +71,10 @@ def checkpoint_to_load(cfg) -> Optional[str]:
                 f"loading --restore-file {path}, not {last}: this run restarts from {path}. "
                 f"To resume an interrupted run, leave --restore-file out (use --continue-once "
                 f"{path} to start from it only when {last} does not exist)")
-        return path
+        return path, None
     if PathManager.isfile(last):
         try:
-            load_lazily(last)
-            return last
+            return last, load_lazily(last)
         except Exception:  # torch raises EOFError, RuntimeError, ... for such files
             return _newest_intact_checkpoint(cfg, last)
     if cfg.continue_once is not None:
@@ -76,10 +82,10 @@ def checkpoint_to_load(cfg) -> Optional[str]:
             raise InputNotFoundError(
                 f"--continue-once {cfg.continue_once}: no such checkpoint (fairseq would start "
                 "from scratch). Fix the path or leave the option out.")
-        return cfg.continue_once
+        return cfg.continue_once, None
     if cfg.finetune_from_model is not None and PathManager.isfile(cfg.finetune_from_model):
-        return cfg.finetune_from_model
-    return None  # fresh start (fairseq reports a missing --finetune-from-model itself)
+        return cfg.finetune_from_model, None
+    return None, None  # fresh start (fairseq reports a missing --finetune-from-model itself)
 
 
 def restore_config(cfg, task, model, criterion_cfg):
@@ -98,12 +104,12 @@ def restore_config(cfg, task, model, criterion_cfg):
     """
     from fairseq.models.roberta import RobertaModel
 
-    path = checkpoint_to_load(cfg)
+    path, state = _checkpoint_and_state(cfg)
     if path is None:
         return cfg
     last = _last_checkpoint(cfg)
     if isinstance(model, RobertaModel):
-        state = load_lazily(path)
+        state = state if state is not None else load_lazily(path)
         check_checkpoint_fits(path, state, model, task.source_dictionary)
         starts_from_weights = cfg.reset_optimizer or (
             path == cfg.finetune_from_model and not PathManager.isfile(last))
@@ -242,24 +248,28 @@ def _last_checkpoint(cfg) -> str:
     return os.path.join(cfg.save_dir, f"checkpoint_last{cfg.checkpoint_suffix}.pt")
 
 
-def _newest_intact_checkpoint(cfg, last: str) -> str:
-    """The readable numbered checkpoint of ``--save-dir`` with the most updates."""
+def _newest_intact_checkpoint(cfg, last: str) -> Tuple[str, dict]:
+    """The readable numbered checkpoint of ``--save-dir`` with the most updates, and its state
+    (the first of equals)."""
     numbered = r"checkpoint(?:_\d+_\d+|\d+)" + re.escape(f"{cfg.checkpoint_suffix}.pt")
-    candidates = {}
+    candidates, newest = {}, None
     for path in sorted(checkpoint_utils.checkpoint_paths(cfg.save_dir, numbered)):
         try:
-            candidates[path] = int(load_lazily(path)["optimizer_history"][-1]["num_updates"])
+            state = load_lazily(path)
+            candidates[path] = int(state["optimizer_history"][-1]["num_updates"])
         except Exception:  # unreadable, or no update count
             continue
+        if newest is None or candidates[path] > candidates[newest[0]]:
+            newest = (path, state)
     if not candidates:
         raise OptionError(
             f"{last} cannot be read (cut short, e.g. by a kill while fairseq copied it) and "
             f"{cfg.save_dir} has no intact checkpoint_<epoch>_<updates>.pt or "
             f"checkpoint<epoch>.pt to resume from. Move {last} away to start from scratch, "
             "or pass --restore-file with a checkpoint to start from")
-    path = max(candidates, key=candidates.get)
+    path, state = newest
     warn_once(
         f"{last} cannot be read (cut short, e.g. by a kill while fairseq copied it): resuming "
         f"from {path}, the intact checkpoint with the most updates ({candidates[path]}). The "
         f"unreadable file is left as it is; the next save replaces it")
-    return path
+    return path, state

@@ -8,14 +8,40 @@
   *other* sequences of the batch.
 
 numpy, at collate time; positions are flat indices ``row * seq_len + column`` into the padded
-``[batch, seq_len]`` batch. :func:`outside_row` ("uniform, the anchor's row left out") is
-shared with the cross-worker negatives and the diagnostics.
+``[batch, seq_len]`` batch. How they are drawn is one :class:`SamplingOptions` record, which
+the task builds from its options and the loader hands to :func:`sample_positions` unread.
+:func:`outside_row` ("uniform, the anchor's row left out") is shared with the cross-worker
+negatives and the diagnostics.
 """
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple, Union
 
 import numpy as np
 import torch
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How a batch's TC positions are drawn: built once by the task from its ``tc_*`` options,
+    where they are declared and checked (``task.sampling_options``), and passed unchanged
+    through ``data.ContrastiveSamplingDataset`` (which reads none of its fields) to
+    :func:`sample_positions`. A new sampling rule is a field here, read in this module.
+
+    Attributes:
+        window: W, odd and >= 3 (``--tc-window``): the positive is drawn at an offset in
+            {−W//2, …, W//2} \\ {0} from its anchor.
+        num_negatives: K >= 1 (``--tc-negatives``): negatives (or, across workers, variates)
+            per anchor.
+        cross_worker: draw K uniform variates per anchor that select negatives among the
+            sequences of all workers (:class:`CrossWorkerPositions`,
+            ``--tc-cross-worker-negatives``) instead of K negatives of this batch
+            (:class:`ContrastivePositions`).
+    """
+
+    window: int
+    num_negatives: int
+    cross_worker: bool = False
 
 
 class ContrastivePositions(NamedTuple):
@@ -59,45 +85,37 @@ def uniform_below(uniform: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
     return torch.minimum((uniform * bound).long(), (bound - 1).clamp(min=0))
 
 
-def sample_contrastive_positions(candidate: np.ndarray, anchor_mask: np.ndarray, window: int,
-                                 num_negatives: int, rng: np.random.Generator
-                                 ) -> ContrastivePositions:
-    """Draw a positive and K negatives for every anchor: a position where both ``candidate``
-    (may be anchor, positive or negative) and ``anchor_mask`` hold (``[batch, seq_len]`` bool),
-    whose row has another candidate and some other row has one.
+def sample_positions(candidate: np.ndarray, anchor_mask: np.ndarray, options: SamplingOptions,
+                     rng: np.random.Generator
+                     ) -> Union[ContrastivePositions, CrossWorkerPositions]:
+    """Draw a positive and K negatives (or, with ``options.cross_worker``, K variates) for
+    every anchor: a position where both ``candidate`` (may be anchor, positive or negative) and
+    ``anchor_mask`` hold (``[batch, seq_len]`` bool), whose row has another candidate and,
+    within a batch, some other row has one (across workers, other workers' rows may).
 
     Args:
-        window, num_negatives: W (odd, >= 3) and K (>= 1), as the task's ``--tc-window`` and
-            ``--tc-negatives`` are checked (``task.validate_sampling_options``).
+        options: W, K and where the negatives come from, as the task checked them.
         rng: the generator to draw from (seeded per batch).
 
     Returns:
-        empty arrays (``negative`` ``[0, K]``) when there are no anchors.
+        :class:`ContrastivePositions`, or :class:`CrossWorkerPositions` with
+        ``options.cross_worker``; empty arrays (``[0, K]`` for the negatives or variates) when
+        there are no anchors.
 
     Raises:
         ValueError: on masks of different shapes.
     """
-    rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, window, rng,
-                                                    other_rows=True)
+    rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, options, rng)
     row = anchor // rows.seq_len
+    k = options.num_negatives
+    if options.cross_worker:
+        return CrossWorkerPositions(
+            anchor, positive, rows.pool.astype(np.int64), rows.start[row].astype(np.int64),
+            rows.length[row].astype(np.int64), rng.random((len(anchor), k)))
     n_row = rows.length[row][:, None]
-    draw = rng.integers(0, rows.size - n_row, size=(len(anchor), num_negatives))
+    draw = rng.integers(0, rows.size - n_row, size=(len(anchor), k))
     negative = np.sort(rows.pool[outside_row(draw, rows.start[row][:, None], n_row)], axis=1)
-    return ContrastivePositions(anchor, positive, negative.reshape(len(anchor), num_negatives))
-
-
-def sample_cross_worker_positions(candidate: np.ndarray, anchor_mask: np.ndarray, window: int,
-                                  num_negatives: int, rng: np.random.Generator
-                                  ) -> CrossWorkerPositions:
-    """Anchors and positives as :func:`sample_contrastive_positions` (same arguments and
-    errors), except that no other row of this batch need have candidates (other workers' may),
-    and K variates per anchor that the criterion maps to negatives of all workers."""
-    rows, anchor, positive = _anchors_and_positives(candidate, anchor_mask, window, rng,
-                                                    other_rows=False)
-    row = anchor // rows.seq_len
-    return CrossWorkerPositions(
-        anchor, positive, rows.pool.astype(np.int64), rows.start[row].astype(np.int64),
-        rows.length[row].astype(np.int64), rng.random((len(anchor), num_negatives)))
+    return ContrastivePositions(anchor, positive, negative.reshape(len(anchor), k))
 
 
 class _RowPool:
@@ -113,15 +131,16 @@ class _RowPool:
         self.rank = np.cumsum(candidate, axis=1) - 1  # rank of a candidate within its row
 
 
-def _anchors_and_positives(candidate, anchor_mask, window, rng, other_rows):
+def _anchors_and_positives(candidate, anchor_mask, options: SamplingOptions, rng):
     """The checked arguments' :class:`_RowPool`, the anchors (asked, candidate, in a row with
-    another candidate and, with ``other_rows``, some candidate elsewhere) and a positive each."""
+    another candidate and, unless ``options.cross_worker``, some candidate elsewhere in the
+    batch) and a positive each."""
     if candidate.shape != anchor_mask.shape or candidate.ndim != 2:
         raise ValueError(f"candidate {candidate.shape} and anchor_mask {anchor_mask.shape} must "
                          "both be [batch, seq_len]")
     rows = _RowPool(candidate)
     eligible_row = rows.length >= 2
-    if other_rows:
+    if not options.cross_worker:
         eligible_row &= rows.size - rows.length >= 1
     seq_len = rows.seq_len
     anchor = np.flatnonzero(anchor_mask & candidate & eligible_row[:, None]).astype(np.int64)
@@ -129,7 +148,7 @@ def _anchors_and_positives(candidate, anchor_mask, window, rng, other_rows):
         return rows, anchor, anchor
     row, column = np.divmod(anchor, seq_len)
     # a window offset, or a uniformly random other candidate of the row
-    half = window // 2
+    half = options.window // 2
     draw = rng.integers(0, 2 * half, size=len(anchor))
     target = column + np.where(draw < half, draw - half, draw - half + 1)
     target_clipped = np.clip(target, 0, seq_len - 1)

@@ -27,6 +27,7 @@ from .data import (TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals,
                    UpdateTotalsEpochIterator)
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 from .metadata import SENTENCEPIECE_MODEL
+from .sampling import SamplingOptions
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +57,10 @@ class TacoMaskedLMConfig(MaskedLMConfig):
     save_dir: str = II("checkpoint.save_dir")
 
 
-def validate_sampling_options(cfg) -> None:
-    """Check the TC sampling options; warn where the TC loss gets (almost) no data. (fairseq
-    checks its masking options when the data is loaded: :func:`masking_option_error`.)
+def sampling_options(cfg) -> SamplingOptions:
+    """The TC sampling options of the task's config ``cfg``, checked, as the one record the
+    loader hands to the sampler; warn where the TC loss gets (almost) no data. (fairseq checks
+    its masking options when the data is loaded: :func:`masking_option_error`.)
 
     Raises:
         OptionError: naming the option, its value and what is allowed.
@@ -79,6 +81,8 @@ def validate_sampling_options(cfg) -> None:
             f"--tc-window {cfg.tc_window} reaches beyond --tokens-per-sample "
             f"{cfg.tokens_per_sample}: positives then mostly fall back to a uniform draw from "
             "the rest of the sequence")
+    return SamplingOptions(window=cfg.tc_window, num_negatives=cfg.tc_negatives,
+                           cross_worker=cfg.tc_cross_worker_negatives)
 
 
 def masking_option_error(error: AssertionError, cfg) -> Optional[OptionError]:
@@ -96,21 +100,24 @@ def masking_option_error(error: AssertionError, cfg) -> Optional[OptionError]:
     return OptionError(f"{given or 'masking options'}: fairseq's masked LM needs {condition}")
 
 
-def check_token_ids(split_path: str, dictionary) -> None:
-    """Check that the binarized split ``split_path`` (fairseq's mmap ``.bin``/``.idx``, and its
-    shards ``split_path1``, ...) holds only ids of ``dictionary``'s symbols, ``<mask>`` (added
-    by the task, after them) excluded: a ``dict.txt`` shortened after binarization otherwise
-    ends training in fairseq's ``AssertionError: Dataset contains mask_idx`` or an index error.
-    Other dataset formats are not checked. The check reads each ``.bin`` whole, once per
-    process and file version (:func:`_largest_token_id`), not again at each epoch's load.
+def check_token_ids(split_path: str, dictionary, combine: bool) -> None:
+    """Check that the binarized split ``split_path`` (fairseq's mmap ``.bin``/``.idx``) holds
+    only ids of ``dictionary``'s symbols, ``<mask>`` (added by the task, after them) excluded:
+    a ``dict.txt`` shortened after binarization otherwise ends training in fairseq's
+    ``AssertionError: Dataset contains mask_idx`` or an index error. With ``combine`` (fairseq
+    passes it for the training split) the files ``split_path1``, ``split_path2``, ... that
+    fairseq's ``load_indexed_dataset`` combines with it are checked too; without, only
+    ``split_path``, as fairseq loads only that. Other dataset formats are not checked. The
+    check reads each ``.bin`` whole, once per process and file version
+    (:func:`_largest_token_id`), not again at each epoch's load.
 
     Raises:
         OptionError: naming the file, its largest id, the dictionary's size and the fix.
     """
     symbols = dictionary.index("<mask>")
-    for shard in itertools.count():  # the files fairseq's load_indexed_dataset combines
+    for shard in itertools.count():  # the files fairseq's load_indexed_dataset loads
         path = split_path + (str(shard) if shard else "")
-        if not indexed_dataset.MMapIndexedDataset.exists(path):
+        if (shard and not combine) or not indexed_dataset.MMapIndexedDataset.exists(path):
             return
         index = indexed_dataset.MMapIndexedDataset.Index(indexed_dataset.index_file_path(path))
         data = indexed_dataset.data_file_path(path)
@@ -162,8 +169,9 @@ class TacoMaskedLMTask(MaskedLMTask):
     cfg: TacoMaskedLMConfig
 
     def __init__(self, cfg: TacoMaskedLMConfig, dictionary=None):
-        validate_sampling_options(cfg)
+        sampling = sampling_options(cfg)
         super().__init__(cfg, dictionary)
+        self.sampling = sampling
         self._open_totals = None  # [2]: the open update's totals over all workers
         self._calls_left = 0  # batches of the open update still to come on this worker
         self._warned_few_negatives = False
@@ -209,12 +217,18 @@ class TacoMaskedLMTask(MaskedLMTask):
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         """fairseq's masked-LM dataset of ``split``, wrapped to draw the TC positions.
 
+        Every data-parallel worker loads the same files, so the first (global rank 0) alone
+        checks their token ids (a launcher ends the other workers when one fails: fairseq's
+        ``torch.multiprocessing.spawn``, ``torchrun``).
+
         Raises:
             OptionError: token ids beyond ``dict.txt`` (:func:`check_token_ids`), or a masking
                 option fairseq's masking refuses (:func:`masking_option_error`).
         """
-        paths = utils.split_paths(self.cfg.data)
-        check_token_ids(os.path.join(paths[(epoch - 1) % len(paths)], split), self.dictionary)
+        if distributed_utils.get_global_rank() == 0:
+            paths = utils.split_paths(self.cfg.data)
+            check_token_ids(os.path.join(paths[(epoch - 1) % len(paths)], split),
+                            self.dictionary, combine)
         try:
             super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         except AssertionError as error:
@@ -226,9 +240,7 @@ class TacoMaskedLMTask(MaskedLMTask):
         self.datasets[split] = ContrastiveSamplingDataset(
             self.datasets[split], pad_idx=self.dictionary.pad(),
             excluded_tokens=special if self.cfg.tc_exclude_special_tokens else (),
-            positions=self.cfg.tc_positions, window=self.cfg.tc_window,
-            num_negatives=self.cfg.tc_negatives, seed=self.cfg.seed,
-            cross_worker=self.cfg.tc_cross_worker_negatives)
+            positions=self.cfg.tc_positions, sampling=self.sampling, seed=self.cfg.seed)
 
     def build_model(self, cfg, from_checkpoint=False):
         """Build the model, checked for training (:func:`validate_training_setup`) unless
@@ -243,6 +255,15 @@ class TacoMaskedLMTask(MaskedLMTask):
         return model
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
+        """fairseq's epoch iterator over ``dataset`` (same arguments), wrapped so that each
+        batch carries its update's totals (:class:`~taco_fairseq.data.UpdateTotalsEpochIterator`,
+        grouping ``--update-freq`` batches per update as fairseq's ``train.py`` does), which
+        :meth:`train_step` needs.
+
+        Returns:
+            an :class:`~taco_fairseq.data.UpdateTotalsEpochIterator`; the checkpoint state is
+            the wrapped iterator's.
+        """
         epoch_itr = super().get_batch_iterator(dataset, *args, **kwargs)
         return UpdateTotalsEpochIterator(epoch_itr, self.cfg.update_freq, self.dictionary.pad())
 
@@ -284,7 +305,13 @@ class TacoMaskedLMTask(MaskedLMTask):
         batch, at its end, so a padding batch that opens an update is alone in it. This holds
         on every worker alike, so all all-reduce together: after an update fairseq skipped
         (its batches are over; a retried one starts again at index 0), on a worker with only
-        padding in an update, and after resuming (checkpoints fall on update boundaries)."""
+        padding in an update, and after resuming (checkpoints fall on update boundaries).
+
+        Raises:
+            RuntimeError: ``own`` is a batch after the first of an update (``index`` > 0)
+                and no update has opened yet on this task: the first batches reached
+                :meth:`train_step` out of order, not from an update's first one.
+        """
         if own is not None:
             opens = own.index == 0
         else:

@@ -63,8 +63,8 @@ def test_bad_options_fail_at_start(tiny_databin, options, message):
         (("--tc-window", "201"), "--tc-window 201 reaches beyond --tokens-per-sample 64"),
         # τ: the TC loss pinned at log2(51) = 5.672 bits; or of order 1/τ nats
         (("--tc-temperature", "100000"), "--tc-temperature 100000: above 0.5, the scores cos/τ "
-         "lie within ±1e-05, so the TC loss stays between 5.672 bits (perfectly aligned "
-         "vectors) and 5.672 bits (chance, log2(K+1))"),
+         "lie within ±1e-05, so the TC loss stays between 5.672397 bits (perfectly aligned "
+         "vectors) and 5.672425 bits (chance, log2(K+1)), a range of 2.83e-05 bits"),
         (("--tc-temperature", "1e-05"), "--tc-temperature 1e-05: below 0.01, the scores cos/τ "
          "reach ±1e+05, so a misranked anchor costs up to 2e+05 nats"),
     ],
@@ -301,6 +301,37 @@ def test_a_dict_txt_shortened_after_binarization_is_named(tiny_databin, tmp_path
             r"fairseq's 4 special ones\): dict.txt was changed after the data was binarized")):
         fairseq_setup(edited)
     fairseq_setup(_databin_with_dict(tiny_databin, tmp_path / "intact", lines))
+
+
+def test_the_token_id_check_reads_what_fairseq_loads_once(tiny_databin, tmp_path, monkeypatch):
+    """Before: loading ``valid`` also read ``valid1`` (another split, which fairseq loads only
+    with ``--valid-subset valid,valid1``, or a shard only the training split combines), and
+    every data-parallel worker read every file."""
+    from fairseq.data import Dictionary, indexed_dataset
+    from fairseq.distributed import utils as distributed_utils
+
+    from taco_fairseq.errors import OptionError
+    from taco_fairseq.task import check_token_ids
+
+    lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    databin = _databin_with_dict(tiny_databin, tmp_path / "databin", lines)
+    builder = indexed_dataset.make_builder(str(databin / "valid1.bin"), impl="mmap",
+                                           vocab_size=100_000)
+    builder.add_item(torch.IntTensor([5, 99_999, 2]))  # an id far beyond dict.txt
+    builder.finalize(str(databin / "valid1.idx"))
+    dictionary = Dictionary.load(str(databin / "dict.txt"))
+    dictionary.add_symbol("<mask>")
+    check_token_ids(str(databin / "valid"), dictionary, combine=False)  # valid1 not read
+    with pytest.raises(OptionError, match=re.escape(f"{databin / 'valid1.bin'} holds token id "
+                                                    "99999")):
+        check_token_ids(str(databin / "valid"), dictionary, combine=True)
+    # a worker other than the first does not read the files (the first stops the run)
+    edited = _databin_with_dict(tiny_databin, tmp_path / "edited", lines[:-10])
+    monkeypatch.setattr(distributed_utils, "get_global_rank", lambda: 1)
+    fairseq_setup(edited)
+    monkeypatch.setattr(distributed_utils, "get_global_rank", lambda: 0)
+    with pytest.raises(OptionError, match="dict.txt was changed after the data was binarized"):
+        fairseq_setup(edited)
 
 
 @pytest.mark.parametrize("case", ["parent is a file", "read-only"])

@@ -3,7 +3,9 @@ the masked-LM loss, the objective of an update, logged metrics, options and erro
 losses and gradients in every precision and TC variant (property-based, hypothesis)."""
 
 import copy
+import logging
 import math
+import re
 
 import pytest
 import torch
@@ -14,10 +16,11 @@ from hypothesis import strategies as st
 
 from batches import FixedBatch, masked_lm_batches
 from conftest import REPO, first_batch, fairseq_setup
-from taco_fairseq.criterion import TC_EMBEDDINGS
+from taco_fairseq.criterion import TC_EMBEDDINGS, check_temperature
 from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals
 from taco_fairseq.diagnostics import last_layer_states
 from taco_fairseq.loss import global_bias
+from taco_fairseq.sampling import SamplingOptions
 
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
 
@@ -130,6 +133,25 @@ def test_a_huge_temperature_pins_the_tc_loss_at_chance(synthetic_databin):
     assert losses.num_anchors > 0
     torch.testing.assert_close(losses.tc_loss / losses.num_anchors, torch.tensor(math.log(51)),
                                rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("temperature, negatives", [(1e5, 50), (1e3, 5), (0.6, 50), (2.0, 1)])
+def test_the_temperature_warning_prints_bounds_that_read_apart(caplog, temperature, negatives):
+    """Before: at τ = 1e5 the warning read "between 5.672 bits ... and 5.672 bits" (both rounded
+    to 3 decimals). The bounds are log2(1 + K·exp(−2/τ)) and log2(K + 1); printed, they differ,
+    and each is the exact value rounded to the decimals shown."""
+    with caplog.at_level(logging.WARNING):
+        check_temperature(temperature, negatives)
+    found = re.search(r"stays between (\d+\.(\d+)) bits \(perfectly aligned vectors\) and "
+                      r"(\d+\.\d+) bits \(chance, log2\(K\+1\)\), a range of (\S+) bits",
+                      caplog.text)
+    assert found, caplog.text
+    floor, decimals, chance, width = (found[1], len(found[2]), found[3], float(found[4]))
+    assert floor != chance and float(floor) < float(chance)
+    exact_floor = math.log2(1 + negatives * math.exp(-2 / temperature))
+    assert floor == f"{exact_floor:.{decimals}f}"
+    assert chance == f"{math.log2(negatives + 1):.{decimals}f}"
+    assert width == pytest.approx(math.log2(negatives + 1) - exact_floor, rel=1e-2)
 
 
 def test_single_sequence_batch_skips_tc(synthetic_databin):
@@ -278,8 +300,8 @@ def test_loss_and_gradients_are_finite(models, batch, positions, embedding, prec
     model = by_dtype["float32" if autocast else precision]
     criterion.tc_embedding = embedding
     dataset = ContrastiveSamplingDataset(
-        FixedBatch(batch), pad_idx=1, excluded_tokens=(), positions=positions, window=5,
-        num_negatives=6, seed=1,
+        FixedBatch(batch), pad_idx=1, excluded_tokens=(), positions=positions,
+        sampling=SamplingOptions(5, 6), seed=1,
     )
     sample = dataset.collater([])
     model.zero_grad()

@@ -19,6 +19,7 @@ from distributed_worker import Backward
 from taco_fairseq.batch import CrossWorkerTacoBatch, TacoBatch
 from taco_fairseq.data import (TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals,
                                UpdateTotalsIterator)
+from taco_fairseq.sampling import SamplingOptions
 
 
 def _batch(masked, anchors, pad=1):
@@ -174,7 +175,7 @@ def test_collated_positions_hold_the_sampler_invariants(
 ):
     dataset = ContrastiveSamplingDataset(
         FixedBatch(batch), pad_idx=1, excluded_tokens=(0, 2) if exclude_special else (),
-        positions=positions, window=window, num_negatives=k, seed=1, cross_worker=cross_worker,
+        positions=positions, sampling=SamplingOptions(window, k, cross_worker), seed=1,
     )
     taco = dataset.collater([])["taco"]
     assert isinstance(taco, CrossWorkerTacoBatch if cross_worker else TacoBatch)

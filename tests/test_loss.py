@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from reference import reference_info_nce, unit_rows
 from taco_fairseq import loss as loss_module
 from taco_fairseq.loss import global_bias, info_nce, normalize_rows, sampled_dot
-from taco_fairseq.sampling import sample_contrastive_positions
+from taco_fairseq.sampling import SamplingOptions, sample_positions
 
 SEQ_LEN, HIDDEN, TEMPERATURE = 9, 16, 0.07
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -49,8 +49,8 @@ def _padded_batch(seed, k, lengths):
     embedding = torch.randn(SEQ_LEN, len(lengths), HIDDEN, generator=g)
     embedding[2, 0] = hidden[2, 0]
     candidate = np.arange(SEQ_LEN)[None, :] < np.array(lengths)[:, None]
-    sampled = sample_contrastive_positions(
-        candidate, candidate, 5, k, np.random.default_rng(seed)
+    sampled = sample_positions(
+        candidate, candidate, SamplingOptions(5, k), np.random.default_rng(seed)
     )
     return hidden, embedding, [torch.from_numpy(a) for a in sampled]
 

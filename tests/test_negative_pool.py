@@ -13,7 +13,7 @@ import torch
 from conftest import RECIPES, REPO, compose_recipe
 from taco_fairseq.comparison.objectives import objective_args
 from taco_fairseq.distributed import global_negative_index
-from taco_fairseq.sampling import sample_contrastive_positions, sample_cross_worker_positions
+from taco_fairseq.sampling import SamplingOptions, sample_positions
 
 #: the recipes' shape: sequences per update, tokens per sequence, GPUs of their update_freq
 SEQUENCES_PER_UPDATE, TOKENS, RECIPE_GPUS = 1280, 256, 8
@@ -84,11 +84,11 @@ def test_distinct_sequences_among_the_negatives_follow_the_formula(sequences, wo
     distinct = []
     for _ in range(4):
         if workers == 1:
-            drawn = sample_contrastive_positions(candidate, candidate, 5, K, rng)
+            drawn = sample_positions(candidate, candidate, SamplingOptions(5, K), rng)
             row_of_negative = torch.from_numpy(drawn.negative // tokens)
         else:
-            draws = [sample_cross_worker_positions(candidate, candidate, 5, K, rng)
-                     for _ in range(workers)]
+            across = SamplingOptions(5, K, cross_worker=True)
+            draws = [sample_positions(candidate, candidate, across, rng) for _ in range(workers)]
             sizes = [len(d.candidates) for d in draws]
             index = torch.cat([global_negative_index(
                 torch.from_numpy(d.negative_uniform), torch.from_numpy(d.anchor_row_start),

@@ -281,7 +281,11 @@ def test_the_validation_share_is_logged_and_a_large_one_from_valid_docs_is_warne
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--valid-fraction", "1"], "argument --valid-fraction: must be between 0 and 1, got 1"),
+    (["--valid-fraction", "1"], "argument --valid-fraction: must be in (0, 1), got 1"),
+    (["--valid-fraction", "nan"], "argument --valid-fraction: must be in (0, 1), got nan"),
+    (["--valid-docs", "3", "--character-coverage", "0"],
+     "argument --character-coverage: must be in (0, 1], got 0"),
+    (["--valid-docs", "3", "--seed", "-1"], "argument --seed: must be >= 0, got -1"),
     (["--valid-fraction", "0.01", "--valid-docs", "3"],
      "argument --valid-docs: not allowed with argument --valid-fraction"),
     (["--valid-docs", "3", "--shards", "0"], "argument --shards: "),

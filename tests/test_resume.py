@@ -114,6 +114,32 @@ def test_unreadable_checkpoint_last_picks_the_newest_intact_checkpoint(trained_c
         fairseq_setup(tiny_databin, "--save-dir", str(tmp_path))
 
 
+def test_deciding_a_resume_reads_each_checkpoint_once(trained_checkpoint, tiny_databin,
+                                                      tmp_path, monkeypatch):
+    """Before: checkpoint_last.pt was loaded once to see that it is readable and again for the
+    checks of :func:`restore_config` (the newest intact numbered checkpoint, likewise)."""
+    from taco_fairseq import resume
+
+    for name in ("checkpoint_1_10.pt", "checkpoint_1_20.pt", "checkpoint_last.pt"):
+        shutil.copy(trained_checkpoint / name, tmp_path / name)
+    cfg, task, model, _ = fairseq_setup(tiny_databin, "--save-dir", str(tmp_path))
+    loaded, load_lazily = [], resume.load_lazily
+
+    def counting_load(path):
+        loaded.append(path)
+        return load_lazily(path)
+
+    monkeypatch.setattr(resume, "load_lazily", counting_load)
+    restore_config(cfg.checkpoint, task, model, cfg.criterion)
+    assert loaded == [str(tmp_path / "checkpoint_last.pt")]
+    _cut_short(tmp_path / "checkpoint_last.pt")
+    loaded.clear()
+    restored = restore_config(cfg.checkpoint, task, model, cfg.criterion)
+    assert restored.restore_file == str(tmp_path / "checkpoint_1_20.pt")
+    assert sorted(loaded) == sorted(str(tmp_path / name) for name in (
+        "checkpoint_last.pt", "checkpoint_1_10.pt", "checkpoint_1_20.pt"))
+
+
 def _resumable_copy(trained_checkpoint, save_dir):
     """``save_dir`` holding the 20-update run's checkpoint_last.pt."""
     save_dir.mkdir()

@@ -7,12 +7,9 @@ import pytest
 import torch
 
 from taco_fairseq.distributed import global_negative_index
-from taco_fairseq.sampling import (
-    outside_row,
-    sample_contrastive_positions,
-    sample_cross_worker_positions,
-    uniform_below,
-)
+from taco_fairseq.sampling import SamplingOptions, outside_row, sample_positions, uniform_below
+
+ACROSS_WORKERS = SamplingOptions(3, 4, cross_worker=True)
 
 
 def random_batch(rng, max_batch=6, max_len=12, hole_prob=0.0):
@@ -33,7 +30,7 @@ def test_invariants_on_random_padded_batches(window, hole_prob):
     for trial in range(300):
         candidate, anchor_mask = random_batch(rng, hole_prob=hole_prob)
         k = int(rng.integers(1, 8))
-        out = sample_contrastive_positions(candidate, anchor_mask, window, k, rng)
+        out = sample_positions(candidate, anchor_mask, SamplingOptions(window, k), rng)
         seq_len = candidate.shape[1]
         flat = candidate.ravel()
         rows_with_tokens = candidate.sum(1)
@@ -68,10 +65,10 @@ def test_invariants_on_random_padded_batches(window, hole_prob):
 def test_single_sequence_and_length_one_rows_have_no_anchors():
     rng = np.random.default_rng(0)
     one_row = np.ones((1, 6), dtype=bool)
-    assert len(sample_contrastive_positions(one_row, one_row, 5, 3, rng).anchor) == 0
+    assert len(sample_positions(one_row, one_row, SamplingOptions(5, 3), rng).anchor) == 0
     # row 0 has one token (no positive), row 1 is empty: only row 2 anchors
     candidate = np.array([[1, 0, 0], [0, 0, 0], [1, 1, 1]], dtype=bool)
-    out = sample_contrastive_positions(candidate, candidate, 3, 4, rng)
+    out = sample_positions(candidate, candidate, SamplingOptions(3, 4), rng)
     assert out.anchor.tolist() == [6, 7, 8]
     assert np.all(out.negative == 0)  # the only other token
 
@@ -83,7 +80,7 @@ def test_offsets_are_uniform_over_the_window_without_zero():
     anchor_mask[:, 50:350] = True  # far from the edges: no fallback
     offsets = []
     for _ in range(20):
-        out = sample_contrastive_positions(candidate, anchor_mask, 5, 1, rng)
+        out = sample_positions(candidate, anchor_mask, SamplingOptions(5, 1), rng)
         offsets.append(out.positive - out.anchor)
     values, counts = np.unique(np.concatenate(offsets), return_counts=True)
     assert values.tolist() == [-2, -1, 1, 2]
@@ -98,7 +95,7 @@ def test_fallback_is_uniform_over_the_other_tokens_of_the_row():
     anchor_mask = np.zeros_like(candidate)
     anchor_mask[0, 0] = True  # offsets -2, -1 leave the row: half of the draws fall back
     positives = np.concatenate(
-        [sample_contrastive_positions(candidate, anchor_mask, 5, 1, rng).positive
+        [sample_positions(candidate, anchor_mask, SamplingOptions(5, 1), rng).positive
          for _ in range(4000)]
     )
     values, counts = np.unique(positives, return_counts=True)
@@ -114,7 +111,7 @@ def test_negatives_are_uniform_over_other_rows_tokens():
     candidate[0, :2] = candidate[1, :4] = candidate[2, :1] = True
     anchor_mask = np.zeros_like(candidate)
     anchor_mask[0, 0] = True
-    out = sample_contrastive_positions(candidate, anchor_mask, 3, 20000, rng)
+    out = sample_positions(candidate, anchor_mask, SamplingOptions(3, 20000), rng)
     values, counts = np.unique(out.negative, return_counts=True)
     assert values.tolist() == [4, 5, 6, 7, 8]  # row 1 (4 tokens) and row 2 (1 token)
     assert np.all(np.abs(counts / counts.sum() - 0.2) < 0.01)
@@ -122,20 +119,22 @@ def test_negatives_are_uniform_over_other_rows_tokens():
 
 def test_same_generator_state_gives_same_samples():
     candidate, anchor_mask = random_batch(np.random.default_rng(4))
-    a = sample_contrastive_positions(candidate, anchor_mask, 5, 6, np.random.default_rng(7))
-    b = sample_contrastive_positions(candidate, anchor_mask, 5, 6, np.random.default_rng(7))
-    c = sample_contrastive_positions(candidate, anchor_mask, 5, 6, np.random.default_rng(8))
+    options = SamplingOptions(5, 6)
+    a = sample_positions(candidate, anchor_mask, options, np.random.default_rng(7))
+    b = sample_positions(candidate, anchor_mask, options, np.random.default_rng(7))
+    c = sample_positions(candidate, anchor_mask, options, np.random.default_rng(8))
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert len(a.anchor) == 0 or not np.array_equal(a.negative, c.negative)
 
 
-@pytest.mark.parametrize("sample", [sample_contrastive_positions, sample_cross_worker_positions])
-def test_masks_of_other_shapes_raise(sample):
+@pytest.mark.parametrize("cross_worker", [False, True])
+def test_masks_of_other_shapes_raise(cross_worker):
     """(W and K are checked once, where the task declares --tc-window and --tc-negatives:
     test_bad_input.py.)"""
     candidate = np.ones((2, 3), dtype=bool)
     with pytest.raises(ValueError, match=r"must both be \[batch, seq_len\]"):
-        sample(candidate, candidate[:, :2], 5, 3, np.random.default_rng())
+        sample_positions(candidate, candidate[:, :2], SamplingOptions(5, 3, cross_worker),
+                         np.random.default_rng())
 
 
 def test_outside_row_skips_the_block_on_numpy_and_torch():
@@ -175,7 +174,8 @@ def test_one_worker_draws_from_the_local_samplers_distribution():
     rng = np.random.default_rng(1)
     candidate = rng.random((4, 7)) < 0.7
     candidate[:, 0] = True
-    sampled = sample_cross_worker_positions(candidate, candidate, 5, 20000, rng)
+    sampled = sample_positions(candidate, candidate, SamplingOptions(5, 20000, cross_worker=True),
+                               rng)
     index = global_negative_index(
         torch.from_numpy(sampled.negative_uniform[:1]),
         torch.from_numpy(sampled.anchor_row_start[:1]),
@@ -187,17 +187,17 @@ def test_one_worker_draws_from_the_local_samplers_distribution():
     values, counts = np.unique(negatives, return_counts=True)
     assert values.tolist() == other_rows.tolist()
     assert np.all(np.abs(counts / counts.sum() - 1 / len(other_rows)) < 0.02)
-    local = sample_contrastive_positions(candidate, candidate, 5, 20000, rng).negative[0]
+    local = sample_positions(candidate, candidate, SamplingOptions(5, 20000), rng).negative[0]
     assert np.unique(local).tolist() == other_rows.tolist()
 
 
 def test_cross_worker_variates_are_deterministic_and_in_range():
     candidate = np.ones((2, 5), dtype=bool)
-    a = sample_cross_worker_positions(candidate, candidate, 3, 4, np.random.default_rng(5))
-    b = sample_cross_worker_positions(candidate, candidate, 3, 4, np.random.default_rng(5))
+    a = sample_positions(candidate, candidate, ACROSS_WORKERS, np.random.default_rng(5))
+    b = sample_positions(candidate, candidate, ACROSS_WORKERS, np.random.default_rng(5))
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert a.negative_uniform.shape == (10, 4)
     assert np.all((a.negative_uniform >= 0) & (a.negative_uniform < 1))
     one_row = np.ones((1, 5), dtype=bool)  # no local negatives, but anchors: others may have
-    assert len(sample_cross_worker_positions(one_row, one_row, 3, 4,
-                                             np.random.default_rng(0)).anchor) == 5
+    assert len(sample_positions(one_row, one_row, ACROSS_WORKERS,
+                                np.random.default_rng(0)).anchor) == 5

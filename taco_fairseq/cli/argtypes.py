@@ -1,5 +1,5 @@
-"""The argparse types the commands share: counts, tolerances and seeds checked by argparse,
-so that a bad value is a usage error naming the option."""
+"""The argparse types the commands share: counts, tolerances, fractions and seeds checked by
+argparse, so that a bad value is a usage error naming the option."""
 
 import argparse
 import math
@@ -20,6 +20,22 @@ def positive(kind: type, zero: bool = False) -> Callable[[str], object]:
         return value
 
     parse.__name__ = kind.__name__  # argparse's "invalid int value" for what kind() rejects
+    return parse
+
+
+def fraction(include_one: bool = False) -> Callable[[str], float]:
+    """An argparse ``type``: a float in (0, 1) (with ``include_one``, in (0, 1]); argparse
+    reports others, NaN included, as "argument --OPTION: must be in (0, 1), got VALUE"
+    ("(0, 1]" with ``include_one``)."""
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if not (0.0 < value <= 1.0 if include_one else 0.0 < value < 1.0):
+            raise argparse.ArgumentTypeError(
+                f"must be in (0, {'1]' if include_one else '1)'}, got {text}")
+        return value
+
+    parse.__name__ = "float"  # argparse's "invalid float value" for what float() rejects
     return parse
 
 

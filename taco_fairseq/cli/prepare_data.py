@@ -19,27 +19,13 @@ import os
 import sys
 from pathlib import Path
 
-from taco_fairseq.cli.argtypes import positive_int
+from taco_fairseq.cli.argtypes import fraction, positive_int, seed
 from taco_fairseq.prep.pretraining import (
     VALID_DOCS_WARN_SHARE,
     PrepareOptions,
     prepare_pretraining_data,
 )
 from taco_fairseq.prep.vocabulary import MODEL_TYPES
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
-
-
-def _coverage(text: str) -> float:
-    value = float(text)
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     valid.add_argument(
         "--valid-fraction",
-        type=_fraction,
+        type=fraction(),
         metavar="F",
         help="hold out this share of the training text as the validation split: whole "
         "documents, a seeded sample over all of the input (--seed); e.g. 0.005",
@@ -107,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     spm_group.add_argument(
         "--character-coverage",
-        type=_coverage,
+        type=fraction(include_one=True),
         default=0.9995,
         help="fraction of the characters the model covers, rarer ones become <unk> "
         "(default: %(default)s)",
@@ -120,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         "default: %(default)s)",
     )
     spm_group.add_argument(
-        "--seed", type=int, default=1, help="seed of that sample and of --valid-fraction's"
+        "--seed", type=seed, default=1, help="seed of that sample and of --valid-fraction's"
     )
 
     out = parser.add_argument_group("output")

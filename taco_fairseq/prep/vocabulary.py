@@ -256,10 +256,9 @@ class DictionaryEncoder:
       :attr:`lookup` maps SentencePiece ids to fairseq ids. Only two kinds of SentencePiece id
       have a fairseq id that depends on the text they cover: the unknown id (its text is the
       unknown characters themselves, which ``dict.txt`` may list) and pieces fairseq would
-      split (empty, or holding whitespace). Those are looked up by their text, as
-      ``Dictionary.encode_line`` looks up the pieces joined by spaces (SentencePiece gives the
-      text of the lines holding them again, ``encode(out_type=str)``); all other ids through
-      the array.
+      split (empty, or holding whitespace). A line holding such an id is encoded by fairseq's
+      ``Dictionary.encode_line`` from its pieces joined by spaces (SentencePiece gives their
+      text, ``encode(out_type=str)``); all other lines through the array.
 
     Args:
         model: the SentencePiece model.
@@ -333,24 +332,7 @@ class DictionaryEncoder:
             pieces = self.model.encode([lines[i] for i in text_lines], out_type=str,
                                        num_threads=num_threads)
             for i, line_pieces in zip(text_lines, pieces):
-                encoded[i] = self._text_route(ids[i], encoded[i], line_pieces)
+                encoded[i] = self.dictionary.encode_line(
+                    " ".join(line_pieces), add_if_not_exist=False, append_eos=False
+                ).numpy().astype(np.int64)
         return encoded
-
-    def _text_route(self, ids: List[int], looked_up: np.ndarray, pieces: List[str]) -> np.ndarray:
-        """fairseq's ids of a line of SentencePiece ``ids`` whose ``pieces`` (their text, as
-        ``encode(out_type=str)`` gives it) include text-dependent ones: ``looked_up`` with
-        each of those replaced by the ids of its whitespace-separated parts (what
-        ``Dictionary.encode_line`` makes of the pieces joined by spaces)."""
-        if len(pieces) != len(ids):  # not one piece per id: fairseq's route on the whole line
-            return self.dictionary.encode_line(
-                " ".join(pieces), add_if_not_exist=False, append_eos=False
-            ).numpy().astype(np.int64)
-        indices, unk = self.dictionary.indices, self.dictionary.unk()
-        flagged = np.flatnonzero(self._text_dependent[np.asarray(ids)])
-        segments, start = [], 0
-        for j in flagged:
-            parts = [indices.get(part, unk) for part in pieces[j].split()]
-            segments += [looked_up[start:j], np.array(parts, dtype=np.int64)]
-            start = j + 1
-        segments.append(looked_up[start:])
-        return np.concatenate(segments)

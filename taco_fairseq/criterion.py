@@ -239,8 +239,9 @@ class TacoLoss(MlmLoss):
 
     def __init__(self, cfg: TacoConfig, task):
         super().__init__(cfg, task)
-        if not cfg.tc_weight >= 0:  # also rejects NaN
-            raise OptionError(f"--tc-weight (λ) must be >= 0, got {cfg.tc_weight}")
+        if not 0 <= cfg.tc_weight < math.inf:  # also rejects NaN
+            raise OptionError(f"--tc-weight (λ) must be a finite number >= 0 (1 in the paper), "
+                              f"got {cfg.tc_weight}")
         task_cfg = getattr(task, "cfg", None)
         if not hasattr(task_cfg, "tc_negatives"):
             raise OptionError(

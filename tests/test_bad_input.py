@@ -28,7 +28,8 @@ from taco_fairseq.metadata import DICTIONARY_KEY, SENTENCEPIECE_KEY
         (("--tc-window", "2"), "--tc-window must be an odd integer >= 3"),
         (("--tc-temperature", "-0.07"), r"--tc-temperature \(τ\) must be > 0"),
         (("--tc-temperature", "nan"), r"--tc-temperature \(τ\) must be > 0"),
-        (("--tc-weight", "nan"), r"--tc-weight \(λ\) must be >= 0"),
+        (("--tc-weight", "nan"), r"--tc-weight \(λ\) must be a finite number >= 0"),
+        (("--tc-weight", "inf"), r"--tc-weight \(λ\) must be a finite number >= 0"),
         # fairseq's masking checks its options with bare assertions, named here; 0 < p < 1
         # also keeps --tc-positions masked (unmasked) from going without anchors
         (("--mask-prob", "-0.1"), r"^--mask-prob -0.1: fairseq's masked LM needs 0.0 < "

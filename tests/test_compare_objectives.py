@@ -677,7 +677,8 @@ def test_a_study_started_with_tasks_continues_with_final_tasks_only(monkeypatch,
     assert compare.recorded_primary_endpoint(recorded) == "probe-average"
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Primary endpoint: the average of the frozen-encoder linear probes" in report
-    assert "(--final-tasks STS-B RTE: fine-tuned at the last checkpoint only)" in report
+    assert ("averages over the tasks fine-tuned at the last checkpoint only (--final-tasks "
+            "STS-B RTE)." in report and "at every checkpoint" not in report)
     assert "| 10 | taco − mlm | 2 | 51.5000 | 53.0000 | +1.5000 |" in report
 
 

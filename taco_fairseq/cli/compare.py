@@ -388,9 +388,10 @@ def write_report(options: StudyOptions, command: List[str], measures, scores, ti
         "# Objective comparison", "", *command, "",
         f"Machine: {machine()}", "",
         "Scores: GLUE dev, points (MCC for CoLA, F1 for MRPC, Spearman for STS-B, accuracy "
-        "otherwise); averages over the tasks fine-tuned at every checkpoint"
-        + ("." if options.tasks else f" (--final-tasks {' '.join(options.final_tasks)}: "
-           "fine-tuned at the last checkpoint only)."),
+        "otherwise); "
+        + ("averages over the tasks fine-tuned at every checkpoint." if options.tasks else
+           f"averages over the tasks fine-tuned at the last checkpoint only (--final-tasks "
+           f"{' '.join(options.final_tasks)})."),
     ])
     primary = PrimaryEndpoint(options.primary_endpoint, options.last_updates,
                               tuple(options.average_tasks), tuple(options.pretrain_seeds))

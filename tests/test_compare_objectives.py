@@ -632,10 +632,11 @@ def test_final_tasks_alone_are_a_study_finetuned_at_the_last_checkpoint(monkeypa
 
 
 @pytest.mark.parametrize("extra, message", [
-    ([], "--primary-endpoint glue-average: no fine-tuned task to average; give --final-tasks "
-         "TASK... (fine-tuned at the last checkpoint) or --tasks TASK... (at every checkpoint)"),
-    (["--tasks"], "--primary-endpoint glue-average: no fine-tuned task to average"),
-    (["--primary-endpoint", "probe-average"], "no fine-tuned task: give --final-tasks TASK..."),
+    ([], "neither --tasks nor --final-tasks: give --final-tasks TASK... (fine-tuned at the last "
+         "checkpoint) or --tasks TASK... (at every checkpoint); the primary endpoint "
+         "(--primary-endpoint glue-average, the default) is their average"),
+    (["--tasks"], "neither --tasks nor --final-tasks: give --final-tasks TASK..."),
+    (["--primary-endpoint", "probe-average"], "neither --tasks nor --final-tasks: give"),
 ])
 def test_no_finetuned_task_is_an_error_in_one_line(tmp_path, capsys, extra, message):
     from taco_fairseq.cli import compare

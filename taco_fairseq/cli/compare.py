@@ -166,10 +166,10 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
             check_given_once(option, getattr(args, option[2:].replace("-", "_")))
         if not args.tasks and not args.final_tasks:
             raise ValueError(
-                ("--primary-endpoint glue-average: no fine-tuned task to average; " if
-                 args.primary_endpoint == "glue-average" else "no fine-tuned task: ")
-                + "give --final-tasks TASK... (fine-tuned at the last checkpoint) or --tasks "
-                "TASK... (at every checkpoint)")
+                "neither --tasks nor --final-tasks: give --final-tasks TASK... (fine-tuned at "
+                "the last checkpoint) or --tasks TASK... (at every checkpoint)"
+                + ("; the primary endpoint (--primary-endpoint glue-average, the default) is "
+                   "their average" if args.primary_endpoint == "glue-average" else ""))
         finetuned = get_tasks([*args.tasks, *args.final_tasks])
         if args.no_probes and args.probe_tasks:
             raise ValueError("--probe-tasks with --no-probes: give one of them")

@@ -9,7 +9,7 @@ import sentencepiece as spm
 import torch
 from fairseq.data import Dictionary, data_utils
 
-from conftest import run_script
+from conftest import REPO, run_script
 from taco_fairseq.prep.corpus import read_document_lines
 from taco_fairseq.prep.documents import count_documents
 from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
@@ -131,6 +131,9 @@ def test_cli_with_valid_and_test_files(tmp_path, head, wikipedia_aa, wikitext_te
                 f"{stats['unk_tokens']} of them <unk>") in result.stderr
     assert {"test.bin", "test.idx", "valid.bin", "train.bin", "dict.txt"} <= names
     assert "text" not in names
+    # the closing hint names the plugin's directory, to paste as it is (it said "--user-dir ...")
+    assert (f"train with: fairseq-train {destdir} --user-dir {REPO / 'taco_fairseq'} --task "
+            "taco_masked_lm --criterion taco") in result.stderr
     formats = {
         split: [(s["format"], s["gutenberg_stripped"]) for s in stats]
         for split, stats in info["inputs"].items()

@@ -173,6 +173,8 @@ def main(argv=None) -> None:
         sys.exit(f"error: {e}")
     entries = {split: s["dataset_entries"] for split, s in info["splits"].items()}
     logging.getLogger(__name__).info(
-        "wrote %s (dataset entries: %s); train with: fairseq-train %s --user-dir ...",
-        args.destdir, entries, info["data"],
+        "wrote %s (dataset entries: %s); train with: fairseq-train %s --user-dir %s --task "
+        "taco_masked_lm --criterion taco --arch roberta_small, plus a recipe's optimizer and "
+        "batch options (examples/taco/README.md)",
+        args.destdir, entries, info["data"], Path(__file__).resolve().parents[1],  # the plugin
     )

@@ -280,6 +280,50 @@ def test_cached_measures_get_the_missing_ones_and_initializations_are_measured_o
     assert json.dumps(again) == json.dumps(rows) and calls == []  # (NaN loss at update 0)
 
 
+def test_phase_2_measures_in_worker_processes_as_in_one(trained_checkpoint, tiny_databin,
+                                                      wikitext_test, monkeypatch, tmp_path):
+    """With jobs > 1 on the CPU, phase 2 measures in worker processes (a failing ``_measure``
+    in this process is never called); its rows, in the order given, and its cached files are
+    bit for bit those of one process at the same thread count."""
+    import torch
+
+    from taco_fairseq.comparison import study
+    from taco_fairseq.glue.recipes import Hyperparameters
+
+    path = trained_checkpoint / "checkpoint_last.pt"
+    found = [study.StudyCheckpoint(PretrainRun(objective, 1), updates, path)
+             for updates in (0, 10, 20) for objective in ("mlm", "taco")]
+
+    def options(out, jobs):
+        return study.StudyOptions(
+            out=out, objectives=["mlm", "taco"], pretrain_seeds=[1],
+            settings=PretrainSettings(tiny_databin, "roberta_tiny", 20, (10, 20),
+                                      warmup_updates=1),
+            glue_data=tmp_path, tasks=["RTE"], seeds=[1], points=[Hyperparameters(32, 1e-5, 1)],
+            heldout_text=[wikitext_test], heldout_sentences=60, jobs=jobs, cpu=True)
+
+    threads = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the workers' thread count, as set_threads
+    torch.set_num_threads(1)
+    try:
+        one = study.measure_checkpoints(options(tmp_path / "one", 1), found)
+
+        def elsewhere(*args):
+            raise AssertionError("measured in the parent process")
+
+        monkeypatch.setattr(study, "_measure", elsewhere)
+        two = study.measure_checkpoints(options(tmp_path / "two", 2), found)
+    finally:
+        torch.set_num_threads(threads)
+    assert json.dumps(two) == json.dumps(one)
+    assert [(r["objective"], r["updates"]) for r in two] == [
+        (c.run.objective, c.updates) for c in found]
+    for checkpoint in found:
+        name = f"{checkpoint.name}.json"
+        assert (tmp_path / "two" / "measures" / name).read_text() == (
+            tmp_path / "one" / "measures" / name).read_text()
+
+
 def test_the_search_runs_on_the_first_pretraining_seed(monkeypatch, tmp_path):
     """Every objective × task × fine-tuning seed × point at the last checkpoint of the first
     pre-training seed only; the point with the best mean over objectives and seeds wins."""

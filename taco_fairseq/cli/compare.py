@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "average of the frozen-encoder linear probes at the last checkpoint); "
                         "every other verdict is exploratory (default: %(default)s)")
     parser.add_argument("--jobs", type=positive(int), default=1,
-                        help="runs side by side; on the CPU each gets cores/jobs threads")
+                        help="pre-trainings, checkpoint measures and fine-tunings side by "
+                        "side; on the CPU each gets cores/jobs threads")
     parser.add_argument("--cpu", action="store_true", help="train and evaluate on the CPU")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: write the report of what has finished so far (e.g. "

@@ -77,7 +77,8 @@ class StudyOptions:
         probe_tasks: GLUE tasks of the frozen-encoder probes of phase 2 (none: no probes).
         probe_max_train: at most this many training examples per probed task
             (:class:`taco_fairseq.glue.probes.ProbeOptions`).
-        jobs: runs carried out side by side.
+        jobs: pre-trainings, checkpoint measures (phase 2) and fine-tunings carried out
+            side by side.
         cpu: train and evaluate on the CPU.
     """
 
@@ -207,7 +208,7 @@ def initial_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
 def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint]) -> List[dict]:
     """Phase 2: per checkpoint, ``valid_mlm_loss`` (bits per masked token, fairseq's
     validation at that update; None at update 0, where fairseq validates nothing); with
-    held-out text (sampled and encoded once), the contextual score
+    held-out text (sampled and encoded once per process), the contextual score
     and its intra- and inter-context similarities and the neighbour attention
     (:func:`taco_fairseq.glue.probes.neighbour_attention`: ``neighbour_attention``,
     ``attention_entropy``, their uniform references and per-layer values); with
@@ -218,15 +219,77 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
     hold the same parameters (mlm and taco) are measured once (:class:`_Initializations`:
     hashed only when one lacks a measure).
 
+    On the CPU with ``jobs`` > 1 the checkpoints are measured ``jobs`` at a time in worker
+    processes (each with the cores/jobs threads of :func:`set_threads`; one seed's
+    initializations go to one worker): the measures are computed in-process with torch and
+    scikit-learn, so threads would share one interpreter. The rows are the same either way.
+
+    Returns:
+        one row per checkpoint of ``found``, in its order.
+
     Raises:
         FileNotFoundError, ValueError: as :func:`taco_fairseq.glue.probes.probe_tasks`.
     """
-    directory = options.out / "measures"
-    directory.mkdir(parents=True, exist_ok=True)
-    initializations = _Initializations()
-    cache = _Inputs(options)
-    rows = []
+    (options.out / "measures").mkdir(parents=True, exist_ok=True)
+    units = _measure_units(found)
+    if options.cpu and options.jobs > 1 and len(units) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from functools import partial
+
+        # the largest units first, so that no worker is left with a long tail
+        units.sort(key=len, reverse=True)
+        with ProcessPoolExecutor(options.jobs, multiprocessing.get_context("spawn"),
+                                 initializer=_worker_logging) as pool:
+            measured = list(pool.map(partial(_measure_unit, options), units))
+    else:
+        inputs = _Inputs(options)
+        measured = [_measure_unit(options, unit, inputs) for unit in units]
+    rows = {c.name: row for unit, unit_rows in zip(units, measured)
+            for c, row in zip(unit, unit_rows)}
+    return [rows[c.name] for c in found]
+
+
+def _measure_units(found: Sequence[StudyCheckpoint]) -> List[List[StudyCheckpoint]]:
+    """``found`` cut into the units one process measures: each seed's initializations
+    (update 0) together, so that identical ones are measured once, every other checkpoint
+    alone; in the order of ``found``."""
+    units: List[List[StudyCheckpoint]] = []
+    initial: Dict[int, List[StudyCheckpoint]] = {}
     for checkpoint in found:
+        if checkpoint.updates != 0:
+            units.append([checkpoint])
+        elif checkpoint.run.seed in initial:
+            initial[checkpoint.run.seed].append(checkpoint)
+        else:
+            initial[checkpoint.run.seed] = [checkpoint]
+            units.append(initial[checkpoint.run.seed])
+    return units
+
+
+def _worker_logging() -> None:
+    """A phase-2 worker process logs as the command does (its stderr is the command's)."""
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        level=logging.INFO)
+
+
+#: The held-out inputs of a phase-2 worker process, kept for all the units it measures.
+_process_inputs: Optional["_Inputs"] = None
+
+
+def _measure_unit(options: StudyOptions, unit: Sequence[StudyCheckpoint],
+                  inputs: Optional["_Inputs"] = None) -> List[dict]:
+    """The rows of :func:`measure_checkpoints` for one unit of :func:`_measure_units`
+    (``inputs``: the held-out inputs to share; default: this process's)."""
+    global _process_inputs
+    if inputs is None:
+        if _process_inputs is None or _process_inputs.options != options:
+            _process_inputs = _Inputs(options)
+        inputs = _process_inputs
+    directory = options.out / "measures"
+    initializations = _Initializations()
+    rows = []
+    for checkpoint in unit:
         path = directory / f"{checkpoint.name}.json"
         row = json.loads(path.read_text()) if path.is_file() else {
             "objective": checkpoint.run.objective, "pretrain_seed": checkpoint.run.seed,
@@ -239,7 +302,7 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
         if same is not None:
             row.update(same)
         elif missing:
-            row.update(_measure(options, checkpoint, missing, cache))
+            row.update(_measure(options, checkpoint, missing, inputs))
         if checkpoint.updates == 0:
             initializations.add(checkpoint, row)
         if missing or not path.is_file():

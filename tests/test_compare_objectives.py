@@ -440,6 +440,21 @@ def test_an_unprepared_task_is_named_before_anything_runs(tmp_path, capsys):
     assert "taco-prepare-glue --tasks SST-2" in err
 
 
+def test_missing_heldout_text_is_named_before_anything_runs(tmp_path, capsys):
+    """--heldout-text is read in phase 2: a path that is not there (e.g. relative to another
+    directory) stops the command before pre-training, not hours later."""
+    from taco_fairseq.cli import compare
+
+    present = tmp_path / "present.txt"
+    present.write_text("One sentence.\n")
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4",
+                                           "--heldout-text", present, tmp_path / "absent.txt"))
+    err = capsys.readouterr().err
+    assert f"--heldout-text: no such file: {tmp_path / 'absent.txt'} (" in err
+    assert str(present) not in err and not (tmp_path / "out").exists()
+
+
 def test_glue_data_of_another_dictionary_is_an_error_before_pretraining(tmp_path, capsys):
     """The dictionary check of phase 4 (the checkpoints' fingerprints against each task's
     input0/dict.txt), made against --data before anything runs."""

@@ -206,6 +206,10 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     if not (args.data / "dict.txt").is_file():
         parser.error(f"--data {args.data}: no dict.txt (prepare it with "
                      "taco-prepare-data)")
+    absent = [str(f) for f in args.heldout_text if not f.is_file()]
+    if absent:  # read in phase 2, after hours of pre-training
+        parser.error(f"--heldout-text: no such file: {', '.join(absent)} (a relative path is "
+                     f"read from {Path.cwd()})")
     for task in dict.fromkeys(t.name for t in [*finetuned, *probed]):  # before phase 1
         try:
             check_glue_data_fits(args.data, args.glue_data / task, f"{args.out / 'pretrain'}/*/"

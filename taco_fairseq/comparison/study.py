@@ -79,6 +79,8 @@ class StudyOptions:
             (:class:`taco_fairseq.glue.probes.ProbeOptions`).
         jobs: runs carried out side by side.
         cpu: train and evaluate on the CPU.
+        reference: another comparison's ``--out`` that the report describes this one's runs
+            against (``--reference``: :func:`.report.read_reference`); None: none.
     """
 
     out: Path
@@ -100,6 +102,7 @@ class StudyOptions:
     probe_max_train: Optional[int] = None
     jobs: int = 1
     cpu: bool = False
+    reference: Optional[Path] = None
 
     @property
     def runs(self) -> List[PretrainRun]:

@@ -643,3 +643,14 @@ def test_checkpoints_and_summary_csv_read_back_as_written(tmp_path):
     (tmp_path / "summary.csv").write_text("objective,score\nmlm,1\n")
     with pytest.raises(ValueError, match="not the summary.csv of a comparison"):
         read_summary_csv(tmp_path / "summary.csv")
+
+
+def test_a_study_of_one_objective_says_its_primary_endpoint_is_not_tested():
+    from taco_fairseq.comparison.report import markdown_report
+
+    rows = [r for r in measure_rows() if r["objective"] == "taco"]
+    head = markdown_report(None, rows, "taco", "# h", {},
+                           primary=PrimaryEndpoint("probe-average", 40)).split("## Wall")[0]
+    assert "Not tested: this study has one objective (taco), nothing to compare it with here" \
+        in head
+    assert "| updates |" not in head

@@ -380,7 +380,13 @@ def primary_section(primary: PrimaryEndpoint, table: Optional[ScoreTable],
     """The report's opening: the primary endpoint of each candidate against the baseline, its
     paired difference over pre-training seeds, t-interval, p and verdict (with several
     candidates the p-values are Holm-corrected among them); ``table`` None: no fine-tuning
-    has finished (``glue-average``: no verdict)."""
+    has finished (``glue-average``: no verdict). Without candidates (a study of one objective,
+    e.g. a control read against another study with ``--reference``) it says so, no table."""
+    if not candidates:
+        return [f"## Primary endpoint: {primary.describe()}", "",
+                f"Not tested: this study has one objective ({baseline}), nothing to compare it "
+                "with here (`taco-compare --reference REF_OUT` describes its runs against "
+                "another study's)."]
     lines = [f"## Primary endpoint: {primary.describe()}", "",
              f"Declared before the runs (`--primary-endpoint {primary.name}`). The difference is "
              "paired by pre-training seed, each seed's value averaged over its fine-tuning seeds "

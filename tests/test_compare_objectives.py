@@ -812,3 +812,136 @@ def test_the_heldout_sentences_are_encoded_once_and_the_rows_are_unchanged(
                 **neighbour_attention(loaded.hub.model, real(loaded.hub, sentences).tokens,
                                       loaded.hub.task.source_dictionary)}
     assert json.dumps(rows[0]) == json.dumps(expected)
+
+
+# --- interim reports (no fine-tuning yet), no study, a control against a reference ------------
+def _measured(out, objectives=("mlm", "taco"), seeds=(1, 2, 3), updates=(0, 10)):
+    """OUT/measures/*.json as phase 2 leaves them: taco's masked-LM loss lower by 1 + p/10
+    bits and its probe average higher by 5 + p/4 points at 10 updates (p: pre-training seed)."""
+    (out / "measures").mkdir(parents=True)
+    for o in objectives:
+        for p in seeds:
+            for u in updates:
+                lead = (o == "taco") * (u > 0)
+                row = {"objective": o, "pretrain_seed": p, "updates": u,
+                       "valid_mlm_loss": None if u == 0 else 9.0 - lead * (1 + p / 10),
+                       "probe_RTE": 55.0 + p, "probe_average": 50.0 + p + lead * (5 + p / 4),
+                       "sts_unsupervised": 20.0 + p, "neighbour_attention": 0.02 + lead / 10}
+                (out / "measures" / f"{o}-seed{p}@{u}.json").write_text(json.dumps(row))
+
+
+def _report_argv(tmp_path, *extra):
+    return _search_argv(tmp_path, "--final-tasks", "STS-B", "RTE", "--finetune-lr", "3e-4",
+                        "1e-3", "--pretrain-seeds", "1", "2", "3", *extra)
+
+
+def test_report_only_before_any_finetuning_reports_the_measures(tmp_path, capsys):
+    """The 5-seed study while it fine-tunes: no metrics.json yet. --report-only writes the
+    report of the checkpoint measures (the primary probe average tested), says no
+    fine-tuning has finished, draws the measures' figure only and writes no input of the runs
+    (search.json); with the default glue-average the primary endpoint has no verdict."""
+    from taco_fairseq.cli import compare
+
+    out = tmp_path / "out"
+    _measured(out)
+    compare.main(["--report-only", *_report_argv(tmp_path, "--primary-endpoint",
+                                                 "probe-average")])
+    report = (out / "report.md").read_text()
+    head, rest = report.split("## Wall time")
+    row = next(line for line in head.splitlines() if line.startswith("| 10 | taco − mlm"))
+    assert row.startswith("| 10 | taco − mlm | 3 | 52.0000 | 57.5000 | +5.5000 | [")
+    assert row.endswith("| taco ahead |")
+    assert "**No fine-tuning has finished yet**" in rest
+    assert rest.split("## Exploratory: valid_mlm_loss, taco − mlm")[1].split("\n## ")[0].count(
+        "| taco ahead |") == 1
+    assert "`probe_average` at 10 updates is the primary endpoint, tested above" not in rest
+    assert sorted(p.name for p in out.iterdir()) == [
+        "checkpoints.csv", "checkpoints.png", "measures", "report.md", "summary.csv"]
+    assert (out / "summary.csv").read_text().splitlines() == [
+        "objective,pretrain_seed,updates,task,seed,metric,score,paper_metric,paper_score"]
+    with open(out / "checkpoints.csv", newline="") as f:
+        assert len(list(csv.DictReader(f))) == 12
+
+    compare.main(["--report-only", *_report_argv(tmp_path)])  # glue-average, the default
+    head = (out / "report.md").read_text().split("## Wall time")[0]
+    assert "## Primary endpoint: the GLUE dev average over STS-B, RTE (fine-tuned)" in head
+    assert head.rstrip().endswith(
+        "| 10 | taco − mlm | 0 | | | | | | | no verdict: no fine-tuning finished |")
+
+
+@pytest.mark.parametrize("made, message", [
+    (None, "no study here (no such directory; give the --out of a taco-compare study, or run "
+           "taco-compare without --report-only to start one)"),
+    ([], "no study here (none of command.txt, pretrain, measures, finetune in it; give the "
+         "--out of a taco-compare study"),
+    (["pretrain/taco-seed1"], "nothing to report yet (no checkpoint measured in measures/, no "
+                              "fine-tuning finished in finetune/"),
+])
+def test_report_only_without_a_study_writes_nothing(tmp_path, made, message):
+    from taco_fairseq.cli import compare
+
+    out = tmp_path / "out"
+    for folder in made or []:
+        (out / folder).mkdir(parents=True)
+    if made == []:
+        out.mkdir()
+    before = sorted(out.rglob("*")) if made is not None else None
+    with pytest.raises(SystemExit) as error:
+        compare.main(["--report-only", *_report_argv(tmp_path)])
+    assert str(error.value).startswith(f"error: --out {out}: {message}")
+    assert "\n" not in str(error.value)
+    assert (sorted(out.rglob("*")) if out.exists() else None) == before  # no search.json
+
+
+def _reference(tmp_path):
+    """A study's --out as its report leaves it: mlm and taco of seeds 1 and 2 at 0 and 10
+    updates in checkpoints.csv, and its command."""
+    from taco_fairseq.comparison.report import write_checkpoints_csv
+
+    _measured(tmp_path / "study", seeds=(1, 2))
+    rows = [json.loads(p.read_text()) for p in (tmp_path / "study" / "measures").iterdir()]
+    write_checkpoints_csv(rows, tmp_path / "study" / "checkpoints.csv")
+    (tmp_path / "study" / "command.txt").write_text("taco-compare --out study\n")
+    return tmp_path / "study"
+
+
+def test_a_control_report_describes_its_runs_against_a_reference_study(tmp_path):
+    """PLAN.md's control 4: --objectives taco only, read against the study's taco-seed1 and
+    mlm-seed1 (--reference): a description per measure and checkpoint, no test."""
+    from taco_fairseq.cli import compare
+
+    reference = _reference(tmp_path)
+    _measured(tmp_path / "out", objectives=("taco",), seeds=(1,))
+    compare.main(["--report-only", "--reference", str(reference),
+                  *_report_argv(tmp_path, "--objectives", "taco", "--pretrain-seeds", "1",
+                                "--primary-endpoint", "probe-average")])
+    report = (tmp_path / "out" / "report.md").read_text()
+    section = report.split(f"## Against {reference} (description, no test)")[1]
+    same, other = section.split("### this study's taco − the reference's taco")[1].split(
+        "### this study's taco − the reference's mlm")
+    assert "| 10 | probe_average | 1 | 56.2500 | 56.2500 | +0.0000 |  | - | - | description " \
+        "(n = 1): no test |" in same
+    assert "| 10 | probe_average | 1 | 51.0000 | 56.2500 | +5.2500 |" in other
+    assert "| 10 | valid_mlm_loss | 1 | 9.0000 | 7.9000 | -1.1000 |" in other
+    assert "Reference command: `taco-compare --out study`" in section
+
+
+@pytest.mark.parametrize("extra, itself, message", [
+    (["--pretrain-seeds", "3"], False, "its checkpoints.csv has pre-training seed(s) 1, 2, not 3 "
+                                       "of --pretrain-seeds 3"),
+    (["--pretrain-seeds", "1", "--checkpoint-updates", "5"], False,
+     "its checkpoints.csv has checkpoints at 10, none at --checkpoint-updates 5"),
+    (["--pretrain-seeds", "1"], True, "is --out itself"),
+])
+def test_a_reference_that_does_not_fit_is_an_error_in_one_line(tmp_path, capsys, extra, itself,
+                                                                 message):
+    from taco_fairseq.cli import compare
+
+    reference = tmp_path / "out" if itself else _reference(tmp_path)
+    with pytest.raises(SystemExit) as error:
+        compare.main(["--report-only", "--reference", str(reference),
+                      *_report_argv(tmp_path, "--objectives", "taco", *extra)])
+    assert error.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert f"error: --reference {reference}" in err[-1] and message in err[-1]
+    assert len([line for line in err if "error:" in line]) == 1

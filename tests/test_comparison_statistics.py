@@ -488,3 +488,169 @@ def test_checkpoints_csv_leaves_a_missing_measure_empty(tmp_path):
     assert [r["valid_mlm_loss"] for r in read] == ["", "", "9.2500"]
     assert [r["contextual_score"] for r in read] == ["", "", ""]
     assert read[2]["updates"] == "10" and read[2]["probe_RTE"] == "56.0000"
+
+
+# --- reports before any fine-tuning, and against another study ---------------------------------
+def test_a_report_before_any_finetuning_is_of_the_measures(tmp_path):
+    """No fine-tuning finished (table None): the primary probe average is tested, the measures
+    get their Holm-corrected tables, the fine-tuning sections say none has finished, and only
+    the figure of the measures is drawn; a glue-average primary endpoint gets no verdict."""
+    from taco_fairseq.comparison.report import NO_FINETUNING, markdown_report, plot_figures
+
+    rows = measure_rows()
+    for row in rows:
+        row["probe_average"] += (row["objective"] == "taco") * (5 + row["pretrain_seed"] / 4)
+    figures = plot_figures(None, rows, "mlm", tmp_path)
+    assert [p.name for p in figures] == ["checkpoints.png"]
+    assert not (tmp_path / "glue_average.png").exists()
+    primary = PrimaryEndpoint("probe-average", 40, seeds=(1, 2, 3))
+    report = markdown_report(None, rows, "mlm", "# h", {}, primary=primary, figures=figures)
+    head, rest = report.split("## Wall time")
+    row = next(line for line in head.splitlines() if line.startswith("| 40 | taco − mlm"))
+    expected = paired_test(MeasureTable(rows).values("probe_average", "taco", 40),
+                           MeasureTable(rows).values("probe_average", "mlm", 40))
+    assert row.startswith(f"| 40 | taco − mlm | 3 | {expected.baseline:.4f} | "
+                          f"{expected.candidate:.4f} | {expected.difference:+.4f} | "
+                          f"[{expected.low:+.4f}, {expected.high:+.4f}] |")
+    assert row.endswith("| taco ahead |")
+    assert "## Dev scores\n\n" + NO_FINETUNING in rest
+    assert "at equal updates, GLUE" not in rest and "Speed-up" not in rest
+    loss = rest.split("## Exploratory: valid_mlm_loss, taco − mlm")[1].split("##")[0]
+    assert loss.count("taco ahead") == 3
+    assert "## Exploratory: probe_SST-2, taco − mlm" in rest
+    figures_section = rest.split("## Figures")[1]
+    assert "No GLUE figures: no fine-tuning has finished yet." in figures_section
+    assert "![checkpoints](checkpoints.png)" in figures_section and "glue_average" not in (
+        figures_section)
+
+    glue = PrimaryEndpoint("glue-average", 40, ("RTE",), seeds=(1, 2, 3))
+    head = markdown_report(None, rows, "mlm", "# h", {}, primary=glue).split("## Wall")[0]
+    assert head.rstrip().endswith(
+        "| 40 | taco − mlm | 0 | | | | | | | no verdict: no fine-tuning finished |")
+    with pytest.raises(ValueError, match="needs its primary endpoint"):
+        markdown_report(None, rows, "mlm", "# h", {})
+
+
+@pytest.mark.parametrize("primary, table, line", [
+    (PrimaryEndpoint("probe-average", 40), "## Exploratory: probe_average, taco − mlm",
+     "`probe_average` at 40 updates is the primary endpoint, tested above: it is not in this "
+     "table nor in its Holm correction."),
+    (PrimaryEndpoint("glue-average", 40, ("RTE", "MRPC")),
+     "## Exploratory: taco − mlm at equal updates, GLUE",
+     "The GLUE average at 40 updates is the primary endpoint, tested above: it is not in this "
+     "table nor in its Holm correction."),
+])
+def test_the_exploratory_table_says_why_it_leaves_the_primary_out(primary, table, line):
+    from taco_fairseq.comparison.report import markdown_report
+
+    report = markdown_report(noisy_grid(), measure_rows(), "mlm", "# h", {}, primary=primary)
+    family = report.split(table)[1].split("\n## ")[0]
+    assert line in family and report.count("is the primary endpoint, tested above") == 1
+
+
+def reference_study(tmp_path):
+    """A study's --out (mlm and taco, pre-training seeds 1-3, checkpoints 0/10/20/40) as its
+    report leaves it: checkpoints.csv, summary.csv (RTE at 40 updates) and command.txt."""
+    from taco_fairseq.comparison.report import write_checkpoints_csv, write_summary_csv
+
+    out = tmp_path / "study"
+    out.mkdir()
+    write_checkpoints_csv(measure_rows(), out / "checkpoints.csv")
+    write_summary_csv(grid(lambda o, p, u, t, s: 50 + p + s + (o == "taco") * 2,
+                           pretrain=(1, 2, 3), updates=(40,), tasks=("RTE",)),
+                      out / "summary.csv")
+    (out / "command.txt").write_text("taco-compare --out study\n")
+    return out
+
+
+def test_a_control_is_described_against_the_reference_studys_runs(tmp_path):
+    """A TACO-only control of pre-training seed 1 against a study of seeds 1-3: per measure
+    and checkpoint, the control's taco against the study's taco, then against its mlm, seed 1
+    only, as description; the fine-tuned task too where both have it."""
+    from taco_fairseq.comparison.report import markdown_report, read_reference
+
+    reference = read_reference(reference_study(tmp_path), [1], [10, 20, 40])
+    assert {r["pretrain_seed"] for r in reference.measures} == {1}
+    assert reference.command == "taco-compare --out study"
+    control = [dict(r, valid_mlm_loss=r["valid_mlm_loss"] + 0.5, probe_average=70.0)
+               for r in measure_rows(pretrain=(1,)) if r["objective"] == "taco"]
+    for r in control:  # as read back from a checkpoints.csv: no validation at update 0
+        r["valid_mlm_loss"] = None if r["updates"] == 0 else r["valid_mlm_loss"]
+    table = ScoreTable(grid(lambda o, p, u, t, s: 60.0, objectives=("taco",), pretrain=(1,),
+                            updates=(40,), tasks=("RTE",)))
+    report = markdown_report(table, control, "taco", "# h", {}, reference=reference,
+                             primary=PrimaryEndpoint("probe-average", 40, seeds=(1,)))
+    section = report.split(f"## Against {reference.out} (description, no test)")[1].split(
+        "## Per checkpoint")[0]
+    assert "Reference command: `taco-compare --out study`" in section
+    same, other = section.split("### this study's taco − the reference's taco")[1].split(
+        "### this study's taco − the reference's mlm")
+    study_loss = 12.0 - 20 / 10 - 1.1  # the study's taco, seed 1, at 20 updates
+    assert (f"| 20 | valid_mlm_loss | 1 | {study_loss:.4f} | {study_loss + 0.5:.4f} | "
+            "+0.5000 |  | - | - | description (n = 1): no test |") in same
+    assert "| 20 | valid_mlm_loss | 1 | 10.0000 | 9.4000 | -0.6000 |" in other
+    assert "| 0 | valid_mlm_loss |" not in same and "| 0 | neighbour_attention | 1 |" in same
+    assert "| 40 | probe_average | 1 | 61.4000 | 70.0000 | +8.6000 |" in same
+    # the study's taco, seed 1, on RTE: 50 + 1 + 2 (mean fine-tuning seed) + 2 = 55
+    assert "| 40 | RTE (fine-tuned) | 1 | 55.00 | 60.00 | +5.00 |  | - | - |" in same
+    assert "| 40 | RTE (fine-tuned) | 1 | 53.00 | 60.00 | +7.00 |" in other
+    assert "ahead" not in section and "behind" not in section
+
+
+@pytest.mark.parametrize("change, seeds, updates, message", [
+    ("none", [2, 4], [10], "its checkpoints.csv has pre-training seed(s) 1, 2, 3, not 4 of "
+     "--pretrain-seeds 2 4: runs are matched by pre-training seed"),
+    ("none", [1], [250, 500], "its checkpoints.csv has checkpoints at 10, 20, 40, none at "
+     "--checkpoint-updates 250 500: runs are matched on update counts"),
+    ("no csv", [1], [10], "no checkpoints.csv (its report writes it: run taco-compare "
+     "--report-only --out"),
+    ("no dir", [1], [10], "no such directory"),
+    ("other csv", [1], [10], "not the checkpoints.csv of a comparison (no column updates)"),
+])
+def test_a_reference_that_does_not_fit_is_refused(tmp_path, change, seeds, updates, message):
+    from taco_fairseq.comparison.report import read_reference
+
+    out = reference_study(tmp_path)
+    if change == "no csv":
+        (out / "checkpoints.csv").unlink()
+    elif change == "no dir":
+        out = tmp_path / "nowhere"
+    elif change == "other csv":
+        (out / "checkpoints.csv").write_text("objective,pretrain_seed,step\nmlm,1,10\n")
+    with pytest.raises(ValueError) as error:
+        read_reference(out, seeds, updates)
+    assert message in str(error.value)
+
+
+def test_checkpoints_and_summary_csv_read_back_as_written(tmp_path):
+    from taco_fairseq.comparison.report import (
+        read_checkpoints_csv,
+        read_summary_csv,
+        write_checkpoints_csv,
+        write_summary_csv,
+    )
+
+    rows = measure_rows(pretrain=(1,))
+    write_checkpoints_csv(rows, tmp_path / "checkpoints.csv")
+    back = read_checkpoints_csv(tmp_path / "checkpoints.csv")
+    assert [(r["objective"], r["pretrain_seed"], r["updates"]) for r in back] == sorted(
+        (r["objective"], r["pretrain_seed"], r["updates"]) for r in rows)
+    assert all(r["contextual_score"] is None for r in back)  # NaN: an empty cell
+    assert back[1]["valid_mlm_loss"] == pytest.approx(11.0) and back[1]["updates"] == 10
+    scores = grid(lambda o, p, u, t, s: 50.25 + s, pretrain=(1,), updates=(40,))
+    write_summary_csv(scores, tmp_path / "summary.csv")
+    assert sorted(read_summary_csv(tmp_path / "summary.csv"), key=str) == sorted(scores, key=str)
+    (tmp_path / "summary.csv").write_text("objective,score\nmlm,1\n")
+    with pytest.raises(ValueError, match="not the summary.csv of a comparison"):
+        read_summary_csv(tmp_path / "summary.csv")
+
+
+def test_a_study_of_one_objective_says_its_primary_endpoint_is_not_tested():
+    from taco_fairseq.comparison.report import markdown_report
+
+    rows = [r for r in measure_rows() if r["objective"] == "taco"]
+    head = markdown_report(None, rows, "taco", "# h", {},
+                           primary=PrimaryEndpoint("probe-average", 40)).split("## Wall")[0]
+    assert "Not tested: this study has one objective (taco), nothing to compare it with here" \
+        in head
+    assert "| updates |" not in head

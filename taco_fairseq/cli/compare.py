@@ -12,7 +12,12 @@ OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates, per tas
 paired difference over pre-training seeds with 95% t-intervals, speed-up). The report opens
 with the --primary-endpoint, declared before the runs; every other verdict is exploratory and
 Holm-corrected. OUT/command.txt records the command that ran the phases, for the report of a
-later --report-only call. Run it again and it continues:
+later --report-only call: the report of what exists so far (before any fine-tuning has
+finished, of the checkpoint measures, with their tests; the fine-tuning sections say that none
+has finished). --reference REF_OUT adds a description (no test) of this study's runs against
+another study's at equal updates and pre-training seed, from REF_OUT/checkpoints.csv (and
+summary.csv): e.g. a control that trains --objectives taco only against the study it varies.
+Run it again and it continues:
 pre-training from checkpoint_last.pt, finished fine-tunings skipped. Options after `--` go to
 every pre-training fairseq-train call (not those the comparison sets itself, such as --seed).
 
@@ -31,13 +36,15 @@ import platform
 import shlex
 import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from taco_fairseq.comparison.objectives import available_objectives
 from taco_fairseq.comparison.pretraining import PretrainSettings
 from taco_fairseq.comparison.report import (
+    COMMAND_FILE,
     markdown_report,
     plot_figures,
+    read_reference,
     write_checkpoints_csv,
     write_summary_csv,
 )
@@ -66,8 +73,8 @@ from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
 from taco_fairseq.prep.pretraining import INFO_FILE
 
-#: Where a call that runs the phases records its command, for the report of a --report-only call.
-COMMAND_FILE = "command.txt"
+#: What a study's --out holds once taco-compare has run there (the phases' files: study.py).
+STUDY_FILES = (COMMAND_FILE, "pretrain", "measures", "finetune")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,7 +159,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cpu", action="store_true", help="train and evaluate on the CPU")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: write the report of what has finished so far (e.g. "
-                        "while the runs go on, or after an interruption)")
+                        "while the runs go on, or after an interruption; before any "
+                        "fine-tuning has finished, of the checkpoint measures)")
+    parser.add_argument("--reference", type=Path, metavar="REF_OUT",
+                        help="another study's --out (its checkpoints.csv, and summary.csv if "
+                        "there is one): the report adds, per measure and checkpoint (matched "
+                        "on updates and pre-training seed), this study's runs against "
+                        "REF_OUT's of each objective, as a description without test (e.g. a "
+                        "control that trains --objectives taco only, against the study it "
+                        "varies)")
     return parser
 
 
@@ -233,13 +248,24 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         probe_max_train=args.probe_max_train, jobs=args.jobs, cpu=args.cpu,
     )
     if args.finetune_search_from is not None:
-        check_search(options, args.finetune_search_from, parser)
+        check_search(options, args.finetune_search_from, parser, copy=not args.report_only)
+    if args.reference is not None:
+        options.reference = args.reference
+        if args.reference.resolve() == args.out.resolve():
+            parser.error(f"--reference {args.reference} is --out itself: give the --out of "
+                         "another study")
+        try:  # checked now, not after the runs
+            read_reference(args.reference, options.pretrain_seeds,
+                           options.settings.checkpoint_updates)
+        except (OSError, ValueError) as e:
+            parser.error(f"--reference {args.reference}: {e}")
     return options, args.report_only
 
 
-def check_search(options: StudyOptions, source: Path, parser) -> None:
+def check_search(options: StudyOptions, source: Path, parser, copy: bool = True) -> None:
     """``--finetune-search-from SOURCE``: it must choose a point of the grid for every task,
-    and a different search must not be in OUT already; copies it to ``OUT/search.json``."""
+    and a different search must not be in OUT already; ``copy``: copies it to
+    ``OUT/search.json`` (not for ``--report-only``, which writes no input of the runs)."""
     if not source.is_file():
         parser.error(f"--finetune-search-from {source}: no such file (give the search.json "
                      "of an earlier study's --out)")
@@ -264,6 +290,8 @@ def check_search(options: StudyOptions, source: Path, parser) -> None:
     if target.is_file() and read_search(options.out) != search:
         parser.error(f"--finetune-search-from {source}: {target} holds another search; "
                      "choose another --out")
+    if not copy:
+        return
     options.out.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(search, indent=2) + "\n")
 
@@ -285,6 +313,10 @@ def main(argv=None) -> None:
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=logging.INFO, force=True)
     options, report_only = parse_options(argv)
+    if report_only:  # before anything is written
+        absent = no_study(options.out)
+        if absent:
+            sys.exit(f"error: --out {options.out}: {absent}")
     options.out.mkdir(parents=True, exist_ok=True)
     command = "taco-compare " + shlex.join(argv)
     timer = PhaseTimer(options.out)
@@ -300,8 +332,7 @@ def main(argv=None) -> None:
     try:
         if report_only:
             measures = read_measures(options)
-            scores = scores_of(collect_results(options.out / "finetune"),
-                               chosen_points(options))
+            scores = scores_of(finished_finetunings(options.out), chosen_points(options))
         else:
             recorded.write_text(command + "\n", encoding="utf-8")
             measures, scores = run_phases(options, timer)
@@ -312,9 +343,35 @@ def main(argv=None) -> None:
             else:
                 recorded.write_text(before, encoding="utf-8")
         sys.exit(f"error: {e}")
+    if not measures and not scores:
+        sys.exit(f"error: --out {options.out}: nothing to report yet (no checkpoint measured in "
+                 "measures/, no fine-tuning finished in finetune/: the checkpoints are measured "
+                 "once every pre-training has finished; follow pretrain/*/train.log meanwhile)")
     print("== 5/5 report", flush=True)
     write_report(options, command_lines(options.out, command, report_only), measures, scores,
                  timer.seconds)
+
+
+def no_study(out: Path) -> Optional[str]:
+    """Why ``out`` holds no study for ``--report-only`` to report on, with what to do (None:
+    it holds one: a recorded command, pre-training runs, measures or fine-tunings)."""
+    if not out.is_dir():
+        missing = "no such directory"
+    elif not any((out / name).exists() for name in STUDY_FILES):
+        missing = f"none of {', '.join(STUDY_FILES)} in it"
+    else:
+        return None
+    return (f"no study here ({missing}; give the --out of a taco-compare study, or run "
+            "taco-compare without --report-only to start one)")
+
+
+def finished_finetunings(out: Path) -> List[dict]:
+    """The results of the fine-tunings finished under ``OUT/finetune`` (``metrics.json``
+    contents, :func:`taco_fairseq.glue.summary.collect_results`); none before the first."""
+    try:
+        return collect_results(out / "finetune")
+    except FileNotFoundError:  # no fine-tuning finished yet: a report of the measures
+        return []
 
 
 def recorded_primary_endpoint(command: str) -> str:
@@ -380,13 +437,19 @@ def run_phases(options: StudyOptions, timer: PhaseTimer):
 
 def write_report(options: StudyOptions, command: List[str], measures, scores, timings) -> None:
     """summary.csv, checkpoints.csv, the figures and report.md in OUT (its header with the
-    ``command`` lines, :func:`command_lines`); prints the report."""
+    ``command`` lines, :func:`command_lines`); prints the report. Without ``scores`` (no
+    fine-tuning finished yet) summary.csv has its header only and the report is of the
+    ``measures``; with ``options.reference``, it describes the runs against that study's
+    (:func:`taco_fairseq.comparison.report.read_reference`)."""
     out = options.out
-    if not scores:
-        sys.exit(f"error: no finished fine-tuning in {out / 'finetune'} yet")
+    try:
+        reference = None if options.reference is None else read_reference(
+            options.reference, options.pretrain_seeds, options.settings.checkpoint_updates)
+    except (OSError, ValueError) as e:
+        sys.exit(f"error: --reference {options.reference}: {e}")
     write_summary_csv(scores, out / "summary.csv")
     write_checkpoints_csv(measures, out / "checkpoints.csv")
-    table = ScoreTable(scores)
+    table = ScoreTable(scores) if scores else None
     baseline = options.objectives[0]
     figures = plot_figures(table, measures, baseline, out)
     header = "\n".join([
@@ -401,7 +464,7 @@ def write_report(options: StudyOptions, command: List[str], measures, scores, ti
     primary = PrimaryEndpoint(options.primary_endpoint, options.last_updates,
                               tuple(options.average_tasks), tuple(options.pretrain_seeds))
     report = markdown_report(table, measures, baseline, header, timings,
-                             read_search(options.out), primary, figures)
+                             read_search(options.out), primary, figures, reference)
     (out / "report.md").write_text(report, encoding="utf-8")
     print(report)
     print(f"wrote {out / 'summary.csv'}, {out / 'checkpoints.csv'}, {out / 'report.md'} and the "

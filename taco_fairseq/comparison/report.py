@@ -1,10 +1,13 @@
 """The files a comparison writes: ``summary.csv`` (one row per fine-tuning), ``checkpoints.csv``
-(validation loss and contextual score per checkpoint), the figures and ``report.md``."""
+(validation loss and contextual score per checkpoint), the figures and ``report.md``; and
+those of another comparison read back, for a report that describes a control against it
+(``taco-compare --reference``: :func:`read_reference`)."""
 
 import csv
 import dataclasses
 import math
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence
 
@@ -13,6 +16,7 @@ import numpy as np
 from .statistics import (
     ALPHA,
     INITIALIZATION,
+    MEASURE_IDS,
     PROBE_AVERAGE,
     Comparison,
     MeasureTable,
@@ -23,14 +27,19 @@ from .statistics import (
     better,
     glue_comparisons,
     improvement,
+    is_reference,
     measure_comparisons,
     paired_difference,
+    paired_test,
     speedup,
     t_interval,
     with_holm,
 )
 
 SUMMARY_COLUMNS = [f.name for f in dataclasses.fields(Score)]
+#: Where a call that runs the phases records its command, for the report of a later
+#: ``--report-only`` call (and of a study that reads this one as its ``--reference``).
+COMMAND_FILE = "command.txt"
 CHECKPOINT_COLUMNS = ("objective", "pretrain_seed", "updates", "valid_mlm_loss",
                       "contextual_score", "intra_context_cos", "inter_context_cos")
 
@@ -60,11 +69,62 @@ def write_checkpoints_csv(rows: Sequence[Mapping], path: Path) -> None:
                              else "" for c in columns])
 
 
-def plot_figures(table: ScoreTable, measures: Sequence[Mapping], baseline: str,
+def read_summary_csv(path: Path) -> List[Score]:
+    """The scores of a ``summary.csv`` (:func:`write_summary_csv`).
+
+    Raises:
+        ValueError: it lacks a column of :data:`SUMMARY_COLUMNS`, or a cell is not of its
+            type (naming the file and line).
+    """
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        _check_columns(path, reader.fieldnames, SUMMARY_COLUMNS, "summary.csv")
+        try:
+            return [Score(**{f.name: f.type(row[f.name]) for f in dataclasses.fields(Score)})
+                    for row in reader]
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}, line {reader.line_num}: {e}") from None
+
+
+def read_checkpoints_csv(path: Path) -> List[dict]:
+    """The rows of a ``checkpoints.csv`` (:func:`write_checkpoints_csv`) as phase 2 measured
+    them: ``objective`` (a string), ``pretrain_seed`` and ``updates`` (integers) and every
+    other column a number (an empty cell: None).
+
+    Raises:
+        ValueError: it lacks a column of :data:`.statistics.MEASURE_IDS`, or a cell is not a
+            number (naming the file and line).
+    """
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        _check_columns(path, reader.fieldnames, MEASURE_IDS, "checkpoints.csv")
+        rows = []
+        for row in reader:
+            try:
+                rows.append({"objective": row["objective"],
+                             "pretrain_seed": int(row["pretrain_seed"]),
+                             "updates": int(row["updates"]),
+                             **{k: float(v) if v else None for k, v in row.items()
+                                if k not in MEASURE_IDS}})
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{path}, line {reader.line_num}: {e}") from None
+    return rows
+
+
+def _check_columns(path: Path, have: Optional[Sequence[str]], need: Sequence[str],
+                   kind: str) -> None:
+    missing = [c for c in need if c not in (have or [])]
+    if missing:
+        raise ValueError(f"{path}: not the {kind} of a comparison (no column "
+                         f"{', '.join(missing)})")
+
+
+def plot_figures(table: Optional[ScoreTable], measures: Sequence[Mapping], baseline: str,
                  out: Path) -> List[Path]:
     """``glue_average.png`` (the paper's Figure 5: GLUE average over the curve tasks against
     updates), ``tasks.png`` (per task), ``difference.png`` (each objective − baseline at equal
-    updates) and ``checkpoints.png`` (every per-checkpoint measure). Returns the files written.
+    updates) and ``checkpoints.png`` (every per-checkpoint measure); ``table`` None (no
+    fine-tuning has finished): ``checkpoints.png`` only. Returns the files written.
 
     Each point is the mean over pre-training seeds of the per-seed means over fine-tuning
     seeds; the error bars are the 95% t-interval over pre-training seeds (:func:`error_bars`;
@@ -77,45 +137,48 @@ def plot_figures(table: ScoreTable, measures: Sequence[Mapping], baseline: str,
     import matplotlib.pyplot as plt
 
     written = []
-    tasks = table.curve_tasks()
-    bars = error_bars(len(table.pretrain_seeds), len(table.seeds))
-    if tasks:
-        fig, ax = plt.subplots(figsize=(6, 4.2))
-        for i, o in enumerate(table.objectives):
-            _errorbar(ax, table.updates, [_glue_bar(table, o, u, tasks) for u in table.updates],
-                      o, _dodge(i, len(table.objectives), table.updates))
-        _axes(ax, f"GLUE average ({', '.join(tasks)}), points", GLUE_AXIS_SPAN)
-        ax.set_title(textwrap.fill(f"GLUE dev average vs pre-training updates: {bars}", 75),
-                     fontsize=8)
-        written.append(_save(fig, out / "glue_average.png"))
+    if table is not None:  # no fine-tuning finished yet: no GLUE figure
+        tasks = table.curve_tasks()
+        bars = error_bars(len(table.pretrain_seeds), len(table.seeds))
+        if tasks:
+            fig, ax = plt.subplots(figsize=(6, 4.2))
+            for i, o in enumerate(table.objectives):
+                _errorbar(ax, table.updates,
+                          [_glue_bar(table, o, u, tasks) for u in table.updates], o,
+                          _dodge(i, len(table.objectives), table.updates))
+            _axes(ax, f"GLUE average ({', '.join(tasks)}), points", GLUE_AXIS_SPAN)
+            ax.set_title(textwrap.fill(f"GLUE dev average vs pre-training updates: {bars}", 75),
+                         fontsize=8)
+            written.append(_save(fig, out / "glue_average.png"))
 
-        fig, ax = plt.subplots(figsize=(6, 4.2))
-        others = [o for o in table.objectives if o != baseline]
-        for i, o in enumerate(others):
-            points = [(u, paired_difference(table, o, baseline, u, tasks))
-                      for u in table.updates if u != INITIALIZATION]
-            _errorbar(ax, [u for u, _ in points],
-                      [(d.difference, d.low, d.high) for _, d in points], f"{o} − {baseline}",
-                      _dodge(i, len(others), table.updates))
-        ax.axhline(0, color="grey", lw=0.8)
-        _axes(ax, "difference of GLUE averages, points", GLUE_AXIS_SPAN)
-        ax.set_title("Paired difference at equal updates\n("
-                     + ("95% t-interval over pre-training seeds, uncorrected"
-                        if len(table.pretrain_seeds) > 1 else "one pre-training seed: no interval")
-                     + ")", fontsize=9)
-        written.append(_save(fig, out / "difference.png"))
+            fig, ax = plt.subplots(figsize=(6, 4.2))
+            others = [o for o in table.objectives if o != baseline]
+            for i, o in enumerate(others):
+                points = [(u, paired_difference(table, o, baseline, u, tasks))
+                          for u in table.updates if u != INITIALIZATION]
+                _errorbar(ax, [u for u, _ in points],
+                          [(d.difference, d.low, d.high) for _, d in points], f"{o} − {baseline}",
+                          _dodge(i, len(others), table.updates))
+            ax.axhline(0, color="grey", lw=0.8)
+            _axes(ax, "difference of GLUE averages, points", GLUE_AXIS_SPAN)
+            ax.set_title("Paired difference at equal updates\n("
+                         + ("95% t-interval over pre-training seeds, uncorrected"
+                            if len(table.pretrain_seeds) > 1
+                            else "one pre-training seed: no interval")
+                         + ")", fontsize=9)
+            written.append(_save(fig, out / "difference.png"))
 
-    fig, axes = plt.subplots(1, len(table.tasks), figsize=(3.4 * len(table.tasks), 3.6),
-                             squeeze=False)
-    for ax, task in zip(axes[0], table.tasks):
-        for i, o in enumerate(table.objectives):
-            at = [u for u in table.updates if table.cell(o, u, task) is not None]
-            _errorbar(ax, at, [_glue_bar(table, o, u, [task]) for u in at], o,
-                      _dodge(i, len(table.objectives), table.updates))
-        _axes(ax, "dev score, points", GLUE_AXIS_SPAN)
-        ax.set_title(task)
-    fig.suptitle(textwrap.fill(bars, 60 * len(table.tasks)), fontsize=8)
-    written.append(_save(fig, out / "tasks.png"))
+        fig, axes = plt.subplots(1, len(table.tasks), figsize=(3.4 * len(table.tasks), 3.6),
+                                 squeeze=False)
+        for ax, task in zip(axes[0], table.tasks):
+            for i, o in enumerate(table.objectives):
+                at = [u for u in table.updates if table.cell(o, u, task) is not None]
+                _errorbar(ax, at, [_glue_bar(table, o, u, [task]) for u in at], o,
+                          _dodge(i, len(table.objectives), table.updates))
+            _axes(ax, "dev score, points", GLUE_AXIS_SPAN)
+            ax.set_title(task)
+        fig.suptitle(textwrap.fill(bars, 60 * len(table.tasks)), fontsize=8)
+        written.append(_save(fig, out / "tasks.png"))
 
     measured = MeasureTable(measures) if measures else None
     if measured and measured.keys:
@@ -151,23 +214,35 @@ def error_bars(pretrain_seeds: int, finetune_seeds: int) -> str:
     return f"{points}; no error bars"
 
 
-def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: str,
+def markdown_report(table: Optional[ScoreTable], measures: Sequence[Mapping], baseline: str,
                     header: str, timings: Mapping[str, float],
                     search: Optional[Mapping] = None,
                     primary: Optional[PrimaryEndpoint] = None,
-                    figures: Optional[Sequence[Path]] = None) -> str:
+                    figures: Optional[Sequence[Path]] = None,
+                    reference: Optional["ReferenceStudy"] = None) -> str:
     """``report.md``: ``header`` (command, machine), the primary endpoint (default: the GLUE
     average over the curve tasks at the last checkpoint), the wall time of each phase, the
     search, the dev scores and, labelled exploratory with Holm-corrected verdicts
     (:mod:`.statistics`), the paired GLUE differences, the speed-up, whether the baseline
     itself improved, a table per checkpoint measure (references such as the uniform attention
-    left out: :func:`.statistics.is_reference`), the raw measures and the ``figures``
-    (:func:`plot_figures`' files; None: all four names)."""
+    left out: :func:`.statistics.is_reference`), the description against a ``reference``
+    study (:func:`reference_section`), the raw measures and the ``figures``
+    (:func:`plot_figures`' files; None: all four names).
+
+    ``table`` None: no fine-tuning has finished yet (an interim report); the fine-tuning
+    sections say so, and a ``glue-average`` primary endpoint gets no verdict.
+
+    Raises:
+        ValueError: ``table`` and ``primary`` both None (no default primary endpoint).
+    """
     if primary is None:
+        if table is None:
+            raise ValueError("a report without fine-tuning scores needs its primary endpoint")
         primary = PrimaryEndpoint("glue-average", table.updates[-1],
                                   tuple(table.curve_tasks() or table.tasks))
     measured = MeasureTable(measures)
-    candidates = [o for o in table.objectives if o != baseline]
+    objectives = table.objectives if table is not None else measured.objectives
+    candidates = [o for o in objectives if o != baseline]
     lines = [header, "", *primary_section(primary, table, measured, candidates, baseline)]
     lines += ["", "## Wall time", "", "| phase | minutes |", "|---|---|"]
     lines += [f"| {phase} | {seconds / 60:.1f} |" for phase, seconds in timings.items()]
@@ -181,27 +256,24 @@ def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: st
         lines += [f"| {t} | {v['chosen']} | "
                   + ", ".join(f"{p}: {s:.2f}" for p, s in v["mean_dev_score"].items()) + " |"
                   for t, v in search.items()]
-    spread = ("SD over pre-training seeds of their means over fine-tuning seeds"
-              if len(table.pretrain_seeds) > 1 else "SD over fine-tuning seeds (one "
-              "pre-training seed)")
-    lines += ["", f"## Dev scores (mean over all runs ± {spread}; points; MCC for CoLA)", ""]
-    tasks = table.curve_tasks()
-    lines += [f"| objective | updates | {' | '.join(table.tasks)} | average ({', '.join(tasks)}) |",
-              "|---|---|" + "---|" * (len(table.tasks) + 1)]
-    for o in table.objectives:
-        for u in table.updates:
-            cells = [_mean_sd(table, o, u, [t]) if table.cell(o, u, t) is not None else ""
-                     for t in table.tasks]
-            avg = _mean_sd(table, o, u, tasks) if tasks else ""
-            lines.append(f"| {o} | {u} | {' | '.join(cells)} | {avg} |")
-    lines += ["", EXPLORATORY]
-    rise = baseline_rise(table, baseline, tasks)
-    for o in candidates:
+    pretrain_seeds = (table.pretrain_seeds if table is not None
+                      else sorted({m["pretrain_seed"] for m in measures}))
+    if table is None:
+        lines += ["", "## Dev scores", "", NO_FINETUNING, "", EXPLORATORY]
+        tasks, rise = [], None
+    else:
+        lines += _dev_scores(table)
+        lines += ["", EXPLORATORY]
+        tasks = table.curve_tasks()
+        rise = baseline_rise(table, baseline, tasks)
+    for o in (candidates if table is not None else []):
         lines += ["", f"## Exploratory: {o} − {baseline} at equal updates, GLUE (Holm-corrected "
                   "over this table)", "", COMPARISON_HEADER, COMPARISON_RULE]
         lines += [comparison_row(c, o, 2, +1, _finetune_spread(
             table, o, baseline, c.updates, tasks if c.label == "average" else [c.label]))
                   for c in glue_comparisons(table, o, baseline, primary)]
+        if primary.name == "glue-average":
+            lines += ["", _primary_left_out(primary, "The GLUE average")]
         if rise is not None:
             lines += ["", f"### Speed-up of {o} over {baseline}", "",
                       speedup_sentence(speedup(table, o, baseline, tasks), o, baseline, rise)]
@@ -222,6 +294,10 @@ def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: st
                              + " | ".join(f"{np.mean(list(v.values())):.4f}" for v in start)
                              + " | | | | | initialization: the same network, not compared |")
             lines += [comparison_row(c, o, 4, better(key)) for c in family]
+            if primary.name == "probe-average" and key == PROBE_AVERAGE:
+                lines += ["", _primary_left_out(primary, f"`{PROBE_AVERAGE}`")]
+    if reference is not None:
+        lines += reference_section(measured, table, reference)
     if measures:
         keys = measured.keys
         lines += ["", "## Per checkpoint (each pre-training run)", "",
@@ -232,16 +308,42 @@ def markdown_report(table: ScoreTable, measures: Sequence[Mapping], baseline: st
             lines.append(f"| {m['objective']} | {m['pretrain_seed']} | {m['updates']} | "
                          + " | ".join(_num(m.get(k)) for k in keys) + " |")
     over = ("with its 95% t-interval over pre-training seeds (uncorrected)"
-            if len(table.pretrain_seeds) > 1 else "without interval (one pre-training seed)")
+            if len(pretrain_seeds) > 1 else "without interval (one pre-training seed)")
+    glue = ("No GLUE figures: no fine-tuning has finished yet." if table is None else
+            f"GLUE figures: {error_bars(len(table.pretrain_seeds), len(table.seeds))}; every "
+            f"GLUE axis spans at least {GLUE_AXIS_SPAN:.0f} points. The difference figure: the "
+            f"paired difference {over}.")
     lines += ["", "## Figures", "",
-              f"GLUE figures: {error_bars(len(table.pretrain_seeds), len(table.seeds))}; every "
-              f"GLUE axis spans at least {GLUE_AXIS_SPAN:.0f} points. The difference figure: the "
-              f"paired difference {over}. The checkpoint measures: the mean over pre-training "
-              f"seeds {over}.", ""]
+              f"{glue} The checkpoint measures: the mean over pre-training seeds {over}.", ""]
     names = ([Path(f).stem for f in figures] if figures is not None else
              ["glue_average", "difference", "tasks", "checkpoints"])
     lines += [f"![{name}]({name}.png)" for name in names]
     return "\n".join(lines) + "\n"
+
+
+def _dev_scores(table: ScoreTable) -> List[str]:
+    """The report's table of dev scores: per objective and checkpoint, each task and the
+    average over the curve tasks."""
+    spread = ("SD over pre-training seeds of their means over fine-tuning seeds"
+              if len(table.pretrain_seeds) > 1 else "SD over fine-tuning seeds (one "
+              "pre-training seed)")
+    lines = ["", f"## Dev scores (mean over all runs ± {spread}; points; MCC for CoLA)", ""]
+    tasks = table.curve_tasks()
+    lines += [f"| objective | updates | {' | '.join(table.tasks)} | average ({', '.join(tasks)}) |",
+              "|---|---|" + "---|" * (len(table.tasks) + 1)]
+    for o in table.objectives:
+        for u in table.updates:
+            cells = [_mean_sd(table, o, u, [t]) if table.cell(o, u, t) is not None else ""
+                     for t in table.tasks]
+            avg = _mean_sd(table, o, u, tasks) if tasks else ""
+            lines.append(f"| {o} | {u} | {' | '.join(cells)} | {avg} |")
+    return lines
+
+
+def _primary_left_out(primary: PrimaryEndpoint, what: str) -> str:
+    """The line under an exploratory table that leaves the primary endpoint out."""
+    return (f"{what} at {primary.updates} updates is the primary endpoint, tested above: it is "
+            "not in this table nor in its Holm correction.")
 
 
 #: Every GLUE axis spans at least this many points (scores or differences): a gap of a point
@@ -263,16 +365,28 @@ EXPLORATORY = (
     "pre-training seed nothing is tested. The initialization (updates 0) is the same network "
     "for every objective and is not compared.")
 
+NO_FINETUNING = (
+    "**No fine-tuning has finished yet** (no finished run under OUT/finetune): no dev scores, "
+    "no GLUE comparison, speed-up or GLUE figure. What follows is what exists so far: the "
+    "per-checkpoint measures of phase 2.")
+
 COMPARISON_HEADER = ("| updates | what | n | baseline | objective | difference | 95% t-interval | "
                      "p | Holm p | verdict |")
 COMPARISON_RULE = "|---|---|---|---|---|---|---|---|---|---|"
 
 
-def primary_section(primary: PrimaryEndpoint, table: ScoreTable, measured: MeasureTable,
-                    candidates: Sequence[str], baseline: str) -> List[str]:
+def primary_section(primary: PrimaryEndpoint, table: Optional[ScoreTable],
+                    measured: MeasureTable, candidates: Sequence[str], baseline: str) -> List[str]:
     """The report's opening: the primary endpoint of each candidate against the baseline, its
     paired difference over pre-training seeds, t-interval, p and verdict (with several
-    candidates the p-values are Holm-corrected among them)."""
+    candidates the p-values are Holm-corrected among them); ``table`` None: no fine-tuning
+    has finished (``glue-average``: no verdict). Without candidates (a study of one objective,
+    e.g. a control read against another study with ``--reference``) it says so, no table."""
+    if not candidates:
+        return [f"## Primary endpoint: {primary.describe()}", "",
+                f"Not tested: this study has one objective ({baseline}), nothing to compare it "
+                "with here (`taco-compare --reference REF_OUT` describes its runs against "
+                "another study's)."]
     lines = [f"## Primary endpoint: {primary.describe()}", "",
              f"Declared before the runs (`--primary-endpoint {primary.name}`). The difference is "
              "paired by pre-training seed, each seed's value averaged over its fine-tuning seeds "
@@ -286,11 +400,12 @@ def primary_section(primary: PrimaryEndpoint, table: ScoreTable, measured: Measu
     adjusted = {c.label: c.adjusted_p for c in complete}
     for o, test in tests.items():
         if test is None:
-            lines.append(f"| {primary.updates} | {o} − {baseline} | 0 | | | | | | | not available"
-                         + (": not all of its fine-tunings have finished" if
-                            primary.name == "glue-average" else
-                            f": `{PROBE_AVERAGE}` not in OUT/measures (the probes were not "
-                            "measured)") + " |")
+            lines.append(f"| {primary.updates} | {o} − {baseline} | 0 | | | | | | | "
+                         + (f"not available: `{PROBE_AVERAGE}` not in OUT/measures (not "
+                            "measured at this checkpoint yet, or no probes asked for)"
+                            if primary.name != "glue-average" else
+                            "no verdict: no fine-tuning finished" if table is None else
+                            "not available: not all of its fine-tunings have finished") + " |")
             continue
         note = _finetune_spread(table, o, baseline, primary.updates, primary.tasks) if (
             primary.name == "glue-average") else ""
@@ -389,6 +504,128 @@ def speedup_sentence(s: Mapping, candidate: str, baseline: str,
                    "over the run" + (" (one pre-training seed: not tested)" if rise is None or
                                     not rise.tested else "")
                    + ", so reaching its best says nothing about speed.**")
+
+
+@dataclass(frozen=True)
+class ReferenceStudy:
+    """Another comparison's output directory that a report describes its runs against
+    (``taco-compare --reference``), e.g. a control that trains TACO only against the study
+    whose TACO and MLM runs it varies (docs/results/study5/PLAN.md, controls 4 and 5).
+
+    Attributes:
+        out: its ``--out``.
+        measures: its ``checkpoints.csv`` rows (:func:`read_checkpoints_csv`) of the compared
+            pre-training seeds.
+        scores: its ``summary.csv`` scores of those seeds (empty without one).
+        command: the command that ran its phases (its :data:`COMMAND_FILE`; "" without one).
+    """
+
+    out: Path
+    measures: Sequence[Mapping]
+    scores: Sequence[Score] = ()
+    command: str = ""
+
+
+def read_reference(out: Path, pretrain_seeds: Sequence[int],
+                   checkpoint_updates: Sequence[int]) -> ReferenceStudy:
+    """``out``'s ``checkpoints.csv`` (and ``summary.csv``, :data:`COMMAND_FILE` where they
+    exist), checked against the study that reads it: its runs are matched by pre-training seed
+    and update count.
+
+    Args:
+        out: the reference study's ``--out``.
+        pretrain_seeds: the reading study's ``--pretrain-seeds``: the reference must have
+            every one of them (only they are kept).
+        checkpoint_updates: the reading study's ``--checkpoint-updates``: the reference must
+            have a checkpoint at one of them (besides the initialization, update 0).
+
+    Raises:
+        ValueError: the message names what does not fit and what to do: no such directory,
+            no ``checkpoints.csv`` (its report not written yet), a file that is not a
+            comparison's, a pre-training seed it lacks, no common checkpoint.
+    """
+    out = Path(out)
+    path = out / "checkpoints.csv"
+    if not out.is_dir():
+        raise ValueError("no such directory (give the --out of another taco-compare study)")
+    if not path.is_file():
+        raise ValueError(f"no checkpoints.csv (its report writes it: run taco-compare "
+                         f"--report-only --out {out} with that study's options first)")
+    rows = read_checkpoints_csv(path)
+    have = sorted({r["pretrain_seed"] for r in rows})
+    lacking = [s for s in pretrain_seeds if s not in have]
+    if lacking:
+        raise ValueError(
+            f"its checkpoints.csv has pre-training seed(s) "
+            f"{', '.join(map(str, have)) or 'none'}, not "
+            f"{', '.join(map(str, lacking))} of --pretrain-seeds "
+            f"{' '.join(map(str, pretrain_seeds))}: runs are matched by pre-training seed (the "
+            "same initialization and batches); give a reference that has them")
+    updates = sorted({r["updates"] for r in rows} - {INITIALIZATION})
+    if not set(updates) & set(checkpoint_updates):
+        raise ValueError(
+            f"its checkpoints.csv has checkpoints at "
+            f"{', '.join(map(str, updates)) or 'no update count'}, "
+            f"none at --checkpoint-updates {' '.join(map(str, checkpoint_updates))}: runs "
+            "are matched on update counts; give a reference with a checkpoint in common")
+    summary = out / "summary.csv"
+    scores = read_summary_csv(summary) if summary.is_file() else []
+    command = out / COMMAND_FILE
+    return ReferenceStudy(
+        out, [r for r in rows if r["pretrain_seed"] in pretrain_seeds],
+        [s for s in scores if s.pretrain_seed in pretrain_seeds],
+        command.read_text(encoding="utf-8").strip() if command.is_file() else "")
+
+
+def reference_section(measured: MeasureTable, table: Optional[ScoreTable],
+                      reference: ReferenceStudy) -> List[str]:
+    """The report's description of its runs against ``reference``'s: per objective of this
+    study and objective of the reference (the same objective first), each measure (and each
+    fine-tuned task both have) at each update count both have, this study's value, the
+    reference's and the difference, over the pre-training seeds both have (:func:`paired_test`
+    pairs them). A description, no test: two --out differ in more than one setting, and a
+    control has one pre-training seed."""
+    theirs = MeasureTable(reference.measures)
+    their_table = ScoreTable(reference.scores) if reference.scores else None
+    files = "checkpoints.csv" + (" and summary.csv" if their_table is not None else "")
+    lines = ["", f"## Against {reference.out} (description, no test)", "",
+             f"Each row: this study's run (the objective column) against the run of "
+             f"{reference.out}'s {files} (the baseline column) of the same pre-training seed(s) "
+             "at the same update count; the difference is this study's minus the reference's. "
+             "The two studies differ in what their commands set, so this is a description: "
+             "no interval, no test, no verdict. At 0 updates equal values say both started "
+             "from the same network.", "",
+             f"Reference command: `{reference.command}`" if reference.command else
+             f"Reference command: not recorded ({reference.out / COMMAND_FILE} does not "
+             "exist)"]
+    for o in measured.objectives:
+        for r in sorted(theirs.objectives, key=lambda x: x != o):
+            rows = []
+            for key in (k for k in measured.keys if k in theirs.keys and not is_reference(k)):
+                rows += [_described(u, key, paired_test(measured.values(key, o, u),
+                                                        theirs.values(key, r, u)), o, 4)
+                         for u in measured.updates if u in theirs.updates]
+            if table is not None and their_table is not None:
+                for u in (u for u in table.updates if u in their_table.updates):
+                    for task in table.tasks:
+                        if table.has(o, u, [task]) and their_table.has(r, u, [task]):
+                            rows.append(_described(u, f"{task} (fine-tuned)", paired_test(
+                                table.seed_means(o, u, [task]),
+                                their_table.seed_means(r, u, [task])), o, 2))
+            lines += ["", f"### this study's {o} − the reference's {r}", "", COMPARISON_HEADER,
+                      COMPARISON_RULE, *(row for row in rows if row)]
+    return lines
+
+
+def _described(updates: int, label: str, test: Optional[PairedTest], objective: str,
+               digits: int) -> str:
+    """A :data:`COMPARISON_HEADER` row of ``test`` as a description (no interval, p or
+    verdict); "" when the two share no pre-training seed."""
+    if test is None:
+        return ""
+    plain = dataclasses.replace(test, low=None, high=None, p=None)
+    return comparison_row(Comparison(updates, label, plain, None), objective, digits, +1,
+                          withheld=f"description (n = {test.n}): no test")
 
 
 def _compared(updates: Sequence[int]) -> List[int]:

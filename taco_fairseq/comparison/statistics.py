@@ -363,11 +363,13 @@ class PrimaryEndpoint:
         return (f"the average of the frozen-encoder linear probes (`{PROBE_AVERAGE}`) at "
                 f"{self.updates} updates")
 
-    def test(self, scores: ScoreTable, measures: MeasureTable, candidate: str,
+    def test(self, scores: Optional[ScoreTable], measures: MeasureTable, candidate: str,
              baseline: str) -> Optional[PairedTest]:
-        """Its :func:`paired_test`; None while its runs or measures are not all there."""
+        """Its :func:`paired_test`; None while its runs or measures are not all there
+        (``scores`` None: no fine-tuning has finished)."""
         if self.name == "glue-average":
-            if not all(scores.has(o, self.updates, self.tasks) for o in (candidate, baseline)):
+            if scores is None or not all(scores.has(o, self.updates, self.tasks)
+                                         for o in (candidate, baseline)):
                 return None
             return paired_test(scores.seed_means(candidate, self.updates, self.tasks),
                                scores.seed_means(baseline, self.updates, self.tasks))

@@ -80,6 +80,8 @@ class StudyOptions:
         jobs: pre-trainings, checkpoint measures (phase 2) and fine-tunings carried out
             side by side.
         cpu: train and evaluate on the CPU.
+        reference: another comparison's ``--out`` that the report describes this one's runs
+            against (``--reference``: :func:`.report.read_reference`); None: none.
     """
 
     out: Path
@@ -101,6 +103,7 @@ class StudyOptions:
     probe_max_train: Optional[int] = None
     jobs: int = 1
     cpu: bool = False
+    reference: Optional[Path] = None
 
     @property
     def runs(self) -> List[PretrainRun]:

@@ -43,10 +43,10 @@ case "${1:-}" in
       -- --num-workers 0
     # 5. TACO's negatives from one batch of 128 sequences, against 1.'s 4 x 32
     compare --out "$OUT/controls/batch128" --objectives taco --pretrain-seeds 1 \
-      --batch-size 128 "${large[@]}" -- --num-workers 0
+      --batch-size 128 "${large[@]}" --reference "$OUT/controls/update-freq4" -- --num-workers 0
     # 4. TACO's positive uniform over the whole block (W = 255), against the study's seed 1
     compare --out "$OUT/controls/window255" --objectives taco --pretrain-seeds 1 "${study[@]}" \
-      -- --num-workers 0 --tc-window 255
+      --reference "$OUT/study5" -- --num-workers 0 --tc-window 255
     # 2. pre-LayerNorm
     # (fine-tuned with it too: its checkpoints have the pre-LN layers)
     compare --out "$OUT/controls/pre-ln" --pretrain-seeds 1 "${long[@]}" --lr 1e-3 \

@@ -27,12 +27,12 @@ compare() {
 # the study's schedule: 6,000 updates of 32 sequences, peak lr 1e-3 after 600 warm-up updates
 study=(--max-update 6000 --checkpoint-updates 1000 2000 4000 6000 --lr 1e-3
        --warmup-updates 600)
-# 128 sequences per update: 3,000 updates = 12,000 of the study's in tokens, past the plateau;
-# 250/500/1,000/1,500 updates see the tokens of the study's 1,000/2,000/4,000/6,000
-large=(--max-update 3000 --checkpoint-updates 250 500 1000 1500 2000 3000 --lr 1e-3
+# 128 sequences per update: 1,500 updates = the study's 6,000 in tokens; 250/500/1,000/1,500
+# updates see the tokens of the study's 1,000/2,000/4,000/6,000, and the warm-up its 600
+large=(--max-update 1500 --checkpoint-updates 250 500 1000 1500 --lr 1e-3
        --warmup-updates 150)
 # past the plateau (~10,000 updates of 32)
-long=(--max-update 12000 --checkpoint-updates 1000 2000 4000 6000 8000 12000)
+long=(--max-update 12000 --checkpoint-updates 1000 2000 4000 6000 12000)
 
 case "${1:-}" in
   study)

@@ -5,6 +5,7 @@
 #
 #   bash docs/results/study5/run.sh study     # the study (PLAN.md, "Set-up")
 #   bash docs/results/study5/run.sh controls  # the five controls (PLAN.md, "Baseline controls")
+#   bash docs/results/study5/run.sh controls window255 pre-ln  # some of them
 #
 # DATA: the data-bin of PLAN.md (taco-prepare-data of the first 160,000 lines of Wikipedia AA,
 # vocabulary 8,000, --valid-docs 100); GLUE: RTE MRPC CoLA STS-B SST-2 prepared for it
@@ -34,28 +35,46 @@ large=(--max-update 1500 --checkpoint-updates 250 500 1000 1500 --lr 1e-3
 # past the plateau (~10,000 updates of 32)
 long=(--max-update 12000 --checkpoint-updates 1000 2000 4000 6000 12000)
 
+control() {
+  case "$1" in
+    # 1. a larger batch through --update-freq 4 (TACO's negatives still from 32 sequences)
+    update-freq4)
+      compare --out "$OUT/controls/update-freq4" --pretrain-seeds 1 --update-freq 4 "${large[@]}" \
+        -- --num-workers 0 ;;
+    # 5. TACO's negatives from one batch of 128 sequences, against 1.'s 4 x 32
+    batch128)
+      compare --out "$OUT/controls/batch128" --objectives taco --pretrain-seeds 1 \
+        --batch-size 128 "${large[@]}" --reference "$OUT/controls/update-freq4" \
+        -- --num-workers 0 ;;
+    # 4. TACO's positive uniform over the whole block (W = 255), against the study's seed 1
+    window255)
+      compare --out "$OUT/controls/window255" --objectives taco --pretrain-seeds 1 \
+        "${study[@]}" --reference "$OUT/study5" -- --num-workers 0 --tc-window 255 ;;
+    # 2. pre-LayerNorm (fine-tuned with it too: its checkpoints have the pre-LN layers)
+    pre-ln)
+      compare --out "$OUT/controls/pre-ln" --pretrain-seeds 1 "${long[@]}" --lr 1e-3 \
+        --warmup-updates 600 --finetune-options=--encoder-normalize-before \
+        -- --num-workers 0 --encoder-normalize-before ;;
+    # 3. a lower peak lr with a longer warm-up
+    lr3e-4)
+      compare --out "$OUT/controls/lr3e-4" --pretrain-seeds 1 "${long[@]}" --lr 3e-4 \
+        --warmup-updates 2000 -- --num-workers 0 ;;
+    *)
+      echo "unknown control '$1': update-freq4 batch128 window255 pre-ln lr3e-4" >&2
+      exit 2 ;;
+  esac
+}
+
 case "${1:-}" in
   study)
     compare --out "$OUT/study5" --pretrain-seeds 1 2 3 4 5 "${study[@]}" -- --num-workers 0 ;;
   controls)
-    # 1. a larger batch through --update-freq 4 (TACO's negatives still from 32 sequences)
-    compare --out "$OUT/controls/update-freq4" --pretrain-seeds 1 --update-freq 4 "${large[@]}" \
-      -- --num-workers 0
-    # 5. TACO's negatives from one batch of 128 sequences, against 1.'s 4 x 32
-    compare --out "$OUT/controls/batch128" --objectives taco --pretrain-seeds 1 \
-      --batch-size 128 "${large[@]}" --reference "$OUT/controls/update-freq4" -- --num-workers 0
-    # 4. TACO's positive uniform over the whole block (W = 255), against the study's seed 1
-    compare --out "$OUT/controls/window255" --objectives taco --pretrain-seeds 1 "${study[@]}" \
-      --reference "$OUT/study5" -- --num-workers 0 --tc-window 255
-    # 2. pre-LayerNorm
-    # (fine-tuned with it too: its checkpoints have the pre-LN layers)
-    compare --out "$OUT/controls/pre-ln" --pretrain-seeds 1 "${long[@]}" --lr 1e-3 \
-      --warmup-updates 600 --finetune-options=--encoder-normalize-before \
-      -- --num-workers 0 --encoder-normalize-before
-    # 3. a lower peak lr with a longer warm-up
-    compare --out "$OUT/controls/lr3e-4" --pretrain-seeds 1 "${long[@]}" --lr 3e-4 \
-      --warmup-updates 2000 -- --num-workers 0 ;;
+    # all five (1. before 5., whose reference it is), or those named after `controls`
+    shift
+    names=("$@")
+    [ ${#names[@]} -gt 0 ] || names=(update-freq4 batch128 window255 pre-ln lr3e-4)
+    for name in "${names[@]}"; do control "$name"; done ;;
   *)
-    echo "usage: $0 study|controls" >&2
+    echo "usage: $0 study | controls [update-freq4|batch128|window255|pre-ln|lr3e-4 ...]" >&2
     exit 2 ;;
 esac

@@ -9,7 +9,7 @@ import math
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,8 @@ from .statistics import (
     t_interval,
     with_holm,
 )
+
+_Parsed = TypeVar("_Parsed")
 
 SUMMARY_COLUMNS = [f.name for f in dataclasses.fields(Score)]
 #: Where a call that runs the phases records its command, for the report of a later
@@ -70,20 +72,16 @@ def write_checkpoints_csv(rows: Sequence[Mapping], path: Path) -> None:
 
 
 def read_summary_csv(path: Path) -> List[Score]:
-    """The scores of a ``summary.csv`` (:func:`write_summary_csv`).
+    """The scores of a ``summary.csv`` (:func:`write_summary_csv`), one per row.
 
     Raises:
+        OSError: it cannot be read.
         ValueError: it lacks a column of :data:`SUMMARY_COLUMNS`, or a cell is not of its
             type (naming the file and line).
     """
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        _check_columns(path, reader.fieldnames, SUMMARY_COLUMNS, "summary.csv")
-        try:
-            return [Score(**{f.name: f.type(row[f.name]) for f in dataclasses.fields(Score)})
-                    for row in reader]
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}, line {reader.line_num}: {e}") from None
+    fields = dataclasses.fields(Score)
+    return _read_csv(path, SUMMARY_COLUMNS, "summary.csv",
+                     lambda row: Score(**{f.name: f.type(row[f.name]) for f in fields}))
 
 
 def read_checkpoints_csv(path: Path) -> List[dict]:
@@ -92,31 +90,38 @@ def read_checkpoints_csv(path: Path) -> List[dict]:
     other column a number (an empty cell: None).
 
     Raises:
+        OSError: it cannot be read.
         ValueError: it lacks a column of :data:`.statistics.MEASURE_IDS`, or a cell is not a
             number (naming the file and line).
     """
+    return _read_csv(path, MEASURE_IDS, "checkpoints.csv", lambda row: {
+        "objective": row["objective"], "pretrain_seed": int(row["pretrain_seed"]),
+        "updates": int(row["updates"]),
+        **{k: float(v) if v else None for k, v in row.items() if k not in MEASURE_IDS}})
+
+
+def _read_csv(path: Path, columns: Sequence[str], kind: str,
+              parse: Callable[[Dict[str, str]], _Parsed]) -> List[_Parsed]:
+    """Each row of the CSV file ``path`` (a comparison's ``kind``, e.g. ``summary.csv``) as
+    ``parse`` makes it of ``{column: cell}``.
+
+    Raises:
+        ValueError: the header lacks one of ``columns`` ("not the ``kind`` of a comparison"),
+            or ``parse`` raised TypeError or ValueError (naming the file and line).
+    """
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
-        _check_columns(path, reader.fieldnames, MEASURE_IDS, "checkpoints.csv")
-        rows = []
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: not the {kind} of a comparison (no column "
+                             f"{', '.join(missing)})")
+        parsed = []
         for row in reader:
             try:
-                rows.append({"objective": row["objective"],
-                             "pretrain_seed": int(row["pretrain_seed"]),
-                             "updates": int(row["updates"]),
-                             **{k: float(v) if v else None for k, v in row.items()
-                                if k not in MEASURE_IDS}})
+                parsed.append(parse(row))
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{path}, line {reader.line_num}: {e}") from None
-    return rows
-
-
-def _check_columns(path: Path, have: Optional[Sequence[str]], need: Sequence[str],
-                   kind: str) -> None:
-    missing = [c for c in need if c not in (have or [])]
-    if missing:
-        raise ValueError(f"{path}: not the {kind} of a comparison (no column "
-                         f"{', '.join(missing)})")
+    return parsed
 
 
 def plot_figures(table: Optional[ScoreTable], measures: Sequence[Mapping], baseline: str,

@@ -139,73 +139,99 @@ def plot_figures(table: Optional[ScoreTable], measures: Sequence[Mapping], basel
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     written = []
     if table is not None:  # no fine-tuning finished yet: no GLUE figure
         tasks = table.curve_tasks()
-        bars = error_bars(len(table.pretrain_seeds), len(table.seeds))
         if tasks:
-            fig, ax = plt.subplots(figsize=(6, 4.2))
-            for i, o in enumerate(table.objectives):
-                _errorbar(ax, table.updates,
-                          [_glue_bar(table, o, u, tasks) for u in table.updates], o,
-                          _dodge(i, len(table.objectives), table.updates))
-            _axes(ax, f"GLUE average ({', '.join(tasks)}), points", GLUE_AXIS_SPAN)
-            ax.set_title(textwrap.fill(f"GLUE dev average vs pre-training updates: {bars}", 75),
-                         fontsize=8)
-            written.append(_save(fig, out / "glue_average.png"))
-
-            fig, ax = plt.subplots(figsize=(6, 4.2))
-            others = [o for o in table.objectives if o != baseline]
-            for i, o in enumerate(others):
-                points = [(u, paired_difference(table, o, baseline, u, tasks))
-                          for u in table.updates if u != INITIALIZATION]
-                _errorbar(ax, [u for u, _ in points],
-                          [(d.difference, d.low, d.high) for _, d in points], f"{o} − {baseline}",
-                          _dodge(i, len(others), table.updates))
-            ax.axhline(0, color="grey", lw=0.8)
-            _axes(ax, "difference of GLUE averages, points", GLUE_AXIS_SPAN)
-            ax.set_title("Paired difference at equal updates\n("
-                         + ("95% t-interval over pre-training seeds, uncorrected"
-                            if len(table.pretrain_seeds) > 1
-                            else "one pre-training seed: no interval")
-                         + ")", fontsize=9)
-            written.append(_save(fig, out / "difference.png"))
-
-        fig, axes = plt.subplots(1, len(table.tasks), figsize=(3.4 * len(table.tasks), 3.6),
-                                 squeeze=False)
-        for ax, task in zip(axes[0], table.tasks):
-            for i, o in enumerate(table.objectives):
-                at = [u for u in table.updates if table.cell(o, u, task) is not None]
-                _errorbar(ax, at, [_glue_bar(table, o, u, [task]) for u in at], o,
-                          _dodge(i, len(table.objectives), table.updates))
-            _axes(ax, "dev score, points", GLUE_AXIS_SPAN)
-            ax.set_title(task)
-        fig.suptitle(textwrap.fill(bars, 60 * len(table.tasks)), fontsize=8)
-        written.append(_save(fig, out / "tasks.png"))
-
-    measured = MeasureTable(measures) if measures else None
-    if measured and measured.keys:
-        columns = min(4, len(measured.keys))
-        rows = math.ceil(len(measured.keys) / columns)
-        fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows),
-                                 squeeze=False)
-        for ax, key in zip(axes.ravel(), measured.keys):
-            for i, o in enumerate(measured.objectives):
-                at = [u for u in measured.updates if measured.values(key, o, u)]
-                _errorbar(ax, at, [_bar(list(measured.values(key, o, u).values()))
-                                   for u in at], o,
-                          _dodge(i, len(measured.objectives), measured.updates))
-            _axes(ax, MEASURE_LABELS.get(key, key))
-        for ax in axes.ravel()[len(measured.keys):]:
-            ax.axis("off")
-        seeds = len({r["pretrain_seed"] for r in measures})
-        fig.suptitle("Per-checkpoint measures: mean over pre-training seeds"
-                     + (", error bars: 95% t-interval over them" if seeds > 1 else
-                        " (one pre-training seed: no error bars)"), fontsize=9)
-        written.append(_save(fig, out / "checkpoints.png"))
+            written += [_plot_glue_average(table, tasks, out / "glue_average.png"),
+                        _plot_difference(table, tasks, baseline, out / "difference.png")]
+        written.append(_plot_tasks(table, out / "tasks.png"))
+    measured = MeasureTable(measures)
+    if measured.keys:
+        written.append(_plot_measures(measured, len({r["pretrain_seed"] for r in measures}),
+                                      out / "checkpoints.png"))
     return written
+
+
+def _plot_glue_average(table: ScoreTable, tasks: Sequence[str], path: Path) -> Path:
+    """:func:`plot_figures`' ``glue_average.png``: each objective's GLUE average over
+    ``tasks`` (points) against updates."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for i, o in enumerate(table.objectives):
+        _errorbar(ax, table.updates, [_glue_bar(table, o, u, tasks) for u in table.updates], o,
+                  _dodge(i, len(table.objectives), table.updates))
+    _axes(ax, f"GLUE average ({', '.join(tasks)}), points", GLUE_AXIS_SPAN)
+    bars = error_bars(len(table.pretrain_seeds), len(table.seeds))
+    ax.set_title(textwrap.fill(f"GLUE dev average vs pre-training updates: {bars}", 75),
+                 fontsize=8)
+    return _save(fig, path)
+
+
+def _plot_difference(table: ScoreTable, tasks: Sequence[str], baseline: str,
+                     path: Path) -> Path:
+    """:func:`plot_figures`' ``difference.png``: each other objective's GLUE average over
+    ``tasks`` minus ``baseline``'s (points), paired by pre-training seed, at every checkpoint
+    but the initialization."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    others = [o for o in table.objectives if o != baseline]
+    for i, o in enumerate(others):
+        points = [(u, paired_difference(table, o, baseline, u, tasks))
+                  for u in _compared(table.updates)]
+        _errorbar(ax, [u for u, _ in points], [(d.difference, d.low, d.high) for _, d in points],
+                  f"{o} − {baseline}", _dodge(i, len(others), table.updates))
+    ax.axhline(0, color="grey", lw=0.8)
+    _axes(ax, "difference of GLUE averages, points", GLUE_AXIS_SPAN)
+    ax.set_title("Paired difference at equal updates\n("
+                 + ("95% t-interval over pre-training seeds, uncorrected"
+                    if len(table.pretrain_seeds) > 1 else "one pre-training seed: no interval")
+                 + ")", fontsize=9)
+    return _save(fig, path)
+
+
+def _plot_tasks(table: ScoreTable, path: Path) -> Path:
+    """:func:`plot_figures`' ``tasks.png``: a panel per task, each objective's dev score
+    (points) at the checkpoints whose runs have all finished."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(table.tasks), figsize=(3.4 * len(table.tasks), 3.6),
+                             squeeze=False)
+    for ax, task in zip(axes[0], table.tasks):
+        for i, o in enumerate(table.objectives):
+            at = [u for u in table.updates if table.cell(o, u, task) is not None]
+            _errorbar(ax, at, [_glue_bar(table, o, u, [task]) for u in at], o,
+                      _dodge(i, len(table.objectives), table.updates))
+        _axes(ax, "dev score, points", GLUE_AXIS_SPAN)
+        ax.set_title(task)
+    bars = error_bars(len(table.pretrain_seeds), len(table.seeds))
+    fig.suptitle(textwrap.fill(bars, 60 * len(table.tasks)), fontsize=8)
+    return _save(fig, path)
+
+
+def _plot_measures(measured: MeasureTable, pretrain_seeds: int, path: Path) -> Path:
+    """:func:`plot_figures`' ``checkpoints.png``: a panel per measure of ``measured`` (at
+    least one; four panels a row), each objective's mean over its ``pretrain_seeds``
+    (a count) against updates."""
+    import matplotlib.pyplot as plt
+
+    columns = min(4, len(measured.keys))
+    rows = math.ceil(len(measured.keys) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
+    for ax, key in zip(axes.ravel(), measured.keys):
+        for i, o in enumerate(measured.objectives):
+            at = [u for u in measured.updates if measured.values(key, o, u)]
+            _errorbar(ax, at, [_bar(list(measured.values(key, o, u).values())) for u in at], o,
+                      _dodge(i, len(measured.objectives), measured.updates))
+        _axes(ax, MEASURE_LABELS.get(key, key))
+    for ax in axes.ravel()[len(measured.keys):]:
+        ax.axis("off")
+    fig.suptitle("Per-checkpoint measures: mean over pre-training seeds"
+                 + (", error bars: 95% t-interval over them" if pretrain_seeds > 1 else
+                    " (one pre-training seed: no error bars)"), fontsize=9)
+    return _save(fig, path)
 
 
 def error_bars(pretrain_seeds: int, finetune_seeds: int) -> str:

@@ -278,26 +278,47 @@ def markdown_report(table: Optional[ScoreTable], measures: Sequence[Mapping], ba
     lines += ["", "## Wall time", "", "| phase | minutes |", "|---|---|"]
     lines += [f"| {phase} | {seconds / 60:.1f} |" for phase, seconds in timings.items()]
     if search:
-        reused = sorted({v["searched_in"] for v in search.values() if "searched_in" in v})
-        where = (f"the search of {', '.join(reused)}, taken with --finetune-search-from"
-                 if reused else "search at the last checkpoint")
-        lines += ["", f"## Fine-tuning hyper-parameters ({where}, the same for every "
-                  "objective)", "", "| task | chosen | mean dev score per point |",
-                  "|---|---|---|"]
-        lines += [f"| {t} | {v['chosen']} | "
-                  + ", ".join(f"{p}: {s:.2f}" for p, s in v["mean_dev_score"].items()) + " |"
-                  for t, v in search.items()]
-    pretrain_seeds = (table.pretrain_seeds if table is not None
-                      else sorted({m["pretrain_seed"] for m in measures}))
+        lines += _search_section(search)
     if table is None:
         lines += ["", "## Dev scores", "", NO_FINETUNING, "", EXPLORATORY]
-        tasks, rise = [], None
     else:
-        lines += _dev_scores(table)
-        lines += ["", EXPLORATORY]
-        tasks = table.curve_tasks()
-        rise = baseline_rise(table, baseline, tasks)
-    for o in (candidates if table is not None else []):
+        lines += [*_dev_scores(table), "", EXPLORATORY,
+                  *_glue_sections(table, candidates, baseline, primary)]
+    for o in candidates:
+        for key in measured.keys:
+            lines += _measure_section(measured, key, o, baseline, primary)
+    if reference is not None:
+        lines += reference_section(measured, table, reference)
+    if measures:
+        lines += _per_checkpoint(measures, measured.keys)
+    lines += _figures_section(table, measures, figures)
+    return "\n".join(lines) + "\n"
+
+
+def _search_section(search: Mapping) -> List[str]:
+    """The report's fine-tuning hyper-parameters: per task of ``search`` (``OUT/search.json``),
+    the point chosen and each point's mean dev score (points)."""
+    reused = sorted({v["searched_in"] for v in search.values() if "searched_in" in v})
+    where = (f"the search of {', '.join(reused)}, taken with --finetune-search-from"
+             if reused else "search at the last checkpoint")
+    lines = ["", f"## Fine-tuning hyper-parameters ({where}, the same for every "
+             "objective)", "", "| task | chosen | mean dev score per point |", "|---|---|---|"]
+    lines += [f"| {t} | {v['chosen']} | "
+              + ", ".join(f"{p}: {s:.2f}" for p, s in v["mean_dev_score"].items()) + " |"
+              for t, v in search.items()]
+    return lines
+
+
+def _glue_sections(table: ScoreTable, candidates: Sequence[str], baseline: str,
+                   primary: PrimaryEndpoint) -> List[str]:
+    """The report's exploratory GLUE sections: per candidate, its Holm-corrected table against
+    ``baseline`` (:func:`.statistics.glue_comparisons`) and its speed-up; then whether the
+    baseline's GLUE average rises over the run (speed-up and rise: with curve tasks and two
+    compared checkpoints only, :func:`baseline_rise`)."""
+    tasks = table.curve_tasks()
+    rise = baseline_rise(table, baseline, tasks)
+    lines = []
+    for o in candidates:
         lines += ["", f"## Exploratory: {o} − {baseline} at equal updates, GLUE (Holm-corrected "
                   "over this table)", "", COMPARISON_HEADER, COMPARISON_RULE]
         lines += [comparison_row(c, o, 2, +1, _finetune_spread(
@@ -309,47 +330,62 @@ def markdown_report(table: Optional[ScoreTable], measures: Sequence[Mapping], ba
             lines += ["", f"### Speed-up of {o} over {baseline}", "",
                       speedup_sentence(speedup(table, o, baseline, tasks), o, baseline, rise)]
     if rise is not None:
+        compared = _compared(table.updates)
         lines += ["", "## Does the baseline improve over the run?", "",
-                  rise_sentence(rise, baseline, _compared(table.updates)[0],
-                                _compared(table.updates)[-1])]
-    for o in candidates:
-        for key in measured.keys:
-            family = measure_comparisons(measured, key, o, baseline, primary)
-            if not family:
-                continue
-            lines += ["", f"## Exploratory: {key}, {o} − {baseline} ({DIRECTION[better(key)]}; "
-                      "Holm-corrected over this table)", "", COMPARISON_HEADER, COMPARISON_RULE]
-            start = [measured.values(key, x, INITIALIZATION) for x in (baseline, o)]
-            if all(start):
-                lines.append(f"| {INITIALIZATION} | {key} | {len(start[0])} | "
-                             + " | ".join(f"{np.mean(list(v.values())):.4f}" for v in start)
-                             + " | | | | | initialization: the same network, not compared |")
-            lines += [comparison_row(c, o, 4, better(key)) for c in family]
-            if primary.name == "probe-average" and key == PROBE_AVERAGE:
-                lines += ["", _primary_left_out(primary, f"`{PROBE_AVERAGE}`")]
-    if reference is not None:
-        lines += reference_section(measured, table, reference)
-    if measures:
-        keys = measured.keys
-        lines += ["", "## Per checkpoint (each pre-training run)", "",
-                  f"| objective | pretrain seed | updates | {' | '.join(keys)} |",
-                  "|---|---|---|" + "---|" * len(keys)]
-        for m in sorted(measures, key=lambda m: (m["objective"], m["pretrain_seed"],
-                                                 m["updates"])):
-            lines.append(f"| {m['objective']} | {m['pretrain_seed']} | {m['updates']} | "
-                         + " | ".join(_num(m.get(k)) for k in keys) + " |")
+                  rise_sentence(rise, baseline, compared[0], compared[-1])]
+    return lines
+
+
+def _measure_section(measured: MeasureTable, key: str, candidate: str, baseline: str,
+                     primary: PrimaryEndpoint) -> List[str]:
+    """The report's exploratory table of the measure ``key``, ``candidate`` − ``baseline``
+    (:func:`.statistics.measure_comparisons`, Holm-corrected), its initialization shown but not
+    compared; none for a measure without comparison (e.g. a reference)."""
+    family = measure_comparisons(measured, key, candidate, baseline, primary)
+    if not family:
+        return []
+    lines = ["", f"## Exploratory: {key}, {candidate} − {baseline} ({DIRECTION[better(key)]}; "
+             "Holm-corrected over this table)", "", COMPARISON_HEADER, COMPARISON_RULE]
+    start = [measured.values(key, x, INITIALIZATION) for x in (baseline, candidate)]
+    if all(start):
+        lines.append(f"| {INITIALIZATION} | {key} | {len(start[0])} | "
+                     + " | ".join(f"{np.mean(list(v.values())):.4f}" for v in start)
+                     + " | | | | | initialization: the same network, not compared |")
+    lines += [comparison_row(c, candidate, 4, better(key)) for c in family]
+    if primary.name == "probe-average" and key == PROBE_AVERAGE:
+        lines += ["", _primary_left_out(primary, f"`{PROBE_AVERAGE}`")]
+    return lines
+
+
+def _per_checkpoint(measures: Sequence[Mapping], keys: Sequence[str]) -> List[str]:
+    """The report's raw measures: a row per checkpoint of each pre-training run, the measures
+    ``keys`` ("-": not measured or not finite)."""
+    lines = ["", "## Per checkpoint (each pre-training run)", "",
+             f"| objective | pretrain seed | updates | {' | '.join(keys)} |",
+             "|---|---|---|" + "---|" * len(keys)]
+    for m in sorted(measures, key=lambda m: (m["objective"], m["pretrain_seed"], m["updates"])):
+        lines.append(f"| {m['objective']} | {m['pretrain_seed']} | {m['updates']} | "
+                     + " | ".join(_num(m.get(k)) for k in keys) + " |")
+    return lines
+
+
+def _figures_section(table: Optional[ScoreTable], measures: Sequence[Mapping],
+                     figures: Optional[Sequence[Path]]) -> List[str]:
+    """The report's figures: what their points and error bars are, and a link to each of
+    ``figures`` (:func:`plot_figures`' files; None: all four names)."""
+    pretrain_seeds = (table.pretrain_seeds if table is not None
+                      else sorted({m["pretrain_seed"] for m in measures}))
     over = ("with its 95% t-interval over pre-training seeds (uncorrected)"
             if len(pretrain_seeds) > 1 else "without interval (one pre-training seed)")
     glue = ("No GLUE figures: no fine-tuning has finished yet." if table is None else
             f"GLUE figures: {error_bars(len(table.pretrain_seeds), len(table.seeds))}; every "
             f"GLUE axis spans at least {GLUE_AXIS_SPAN:.0f} points. The difference figure: the "
             f"paired difference {over}.")
-    lines += ["", "## Figures", "",
-              f"{glue} The checkpoint measures: the mean over pre-training seeds {over}.", ""]
     names = ([Path(f).stem for f in figures] if figures is not None else
              ["glue_average", "difference", "tasks", "checkpoints"])
-    lines += [f"![{name}]({name}.png)" for name in names]
-    return "\n".join(lines) + "\n"
+    return ["", "## Figures", "",
+            f"{glue} The checkpoint measures: the mean over pre-training seeds {over}.", "",
+            *(f"![{name}]({name}.png)" for name in names)]
 
 
 def _dev_scores(table: ScoreTable) -> List[str]:

@@ -449,12 +449,12 @@ def primary_section(primary: PrimaryEndpoint, table: Optional[ScoreTable],
     candidates the p-values are Holm-corrected among them); ``table`` None: no fine-tuning
     has finished (``glue-average``: no verdict). Without candidates (a study of one objective,
     e.g. a control read against another study with ``--reference``) it says so, no table."""
+    title = f"## Primary endpoint: {primary.describe()}"
     if not candidates:
-        return [f"## Primary endpoint: {primary.describe()}", "",
-                f"Not tested: this study has one objective ({baseline}), nothing to compare it "
-                "with here (`taco-compare --reference REF_OUT` describes its runs against "
-                "another study's)."]
-    lines = [f"## Primary endpoint: {primary.describe()}", "",
+        return [title, "", f"Not tested: this study has one objective ({baseline}), nothing to "
+                "compare it with here (`taco-compare --reference REF_OUT` describes its runs "
+                "against another study's)."]
+    lines = [title, "",
              f"Declared before the runs (`--primary-endpoint {primary.name}`). The difference is "
              "paired by pre-training seed, each seed's value averaged over its fine-tuning seeds "
              "(and tasks); 95% t-interval with n − 1 degrees of freedom; two-sided paired t-test "
@@ -468,11 +468,7 @@ def primary_section(primary: PrimaryEndpoint, table: Optional[ScoreTable],
     for o, test in tests.items():
         if test is None:
             lines.append(f"| {primary.updates} | {o} − {baseline} | 0 | | | | | | | "
-                         + (f"not available: `{PROBE_AVERAGE}` not in OUT/measures (not "
-                            "measured at this checkpoint yet, or no probes asked for)"
-                            if primary.name != "glue-average" else
-                            "no verdict: no fine-tuning finished" if table is None else
-                            "not available: not all of its fine-tunings have finished") + " |")
+                         f"{_primary_unavailable(primary, table)} |")
             continue
         note = _finetune_spread(table, o, baseline, primary.updates, primary.tasks) if (
             primary.name == "glue-average") else ""
@@ -487,6 +483,17 @@ def primary_section(primary: PrimaryEndpoint, table: Optional[ScoreTable],
                   "finished, or a value that is not finite on one side: see the per-checkpoint "
                   "table): it is not the declared test and gives no verdict."]
     return lines
+
+
+def _primary_unavailable(primary: PrimaryEndpoint, table: Optional[ScoreTable]) -> str:
+    """The verdict cell of a primary endpoint without test (:meth:`PrimaryEndpoint.test` None):
+    why it has none."""
+    if primary.name != "glue-average":
+        return (f"not available: `{PROBE_AVERAGE}` not in OUT/measures (not measured at this "
+                "checkpoint yet, or no probes asked for)")
+    if table is None:
+        return "no verdict: no fine-tuning finished"
+    return "not available: not all of its fine-tunings have finished"
 
 
 def comparison_row(c: Comparison, objective: str, digits: int, direction: int,
@@ -667,21 +674,33 @@ def reference_section(measured: MeasureTable, table: Optional[ScoreTable],
              "exist)"]
     for o in measured.objectives:
         for r in sorted(theirs.objectives, key=lambda x: x != o):
-            rows = []
-            for key in (k for k in measured.keys if k in theirs.keys and not is_reference(k)):
-                rows += [_described(u, key, paired_test(measured.values(key, o, u),
-                                                        theirs.values(key, r, u)), o, 4)
-                         for u in measured.updates if u in theirs.updates]
-            if table is not None and their_table is not None:
-                for u in (u for u in table.updates if u in their_table.updates):
-                    for task in table.tasks:
-                        if table.has(o, u, [task]) and their_table.has(r, u, [task]):
-                            rows.append(_described(u, f"{task} (fine-tuned)", paired_test(
-                                table.seed_means(o, u, [task]),
-                                their_table.seed_means(r, u, [task])), o, 2))
             lines += ["", f"### this study's {o} − the reference's {r}", "", COMPARISON_HEADER,
-                      COMPARISON_RULE, *(row for row in rows if row)]
+                      COMPARISON_RULE,
+                      *_described_rows(measured, table, o, theirs, their_table, r)]
     return lines
+
+
+def _described_rows(measured: MeasureTable, table: Optional[ScoreTable], objective: str,
+                    theirs: MeasureTable, their_table: Optional[ScoreTable],
+                    their_objective: str) -> List[str]:
+    """:func:`reference_section`'s rows of this study's ``objective`` against the reference's
+    ``their_objective``: each measure both have (references left out) at each update count
+    both have, then each fine-tuned task both have (``table`` and ``their_table`` both given);
+    rows without a common pre-training seed left out."""
+    rows = []
+    for key in (k for k in measured.keys if k in theirs.keys and not is_reference(k)):
+        rows += [_described(u, key, paired_test(measured.values(key, objective, u),
+                                                theirs.values(key, their_objective, u)),
+                            objective, 4)
+                 for u in measured.updates if u in theirs.updates]
+    if table is not None and their_table is not None:
+        for u in (u for u in table.updates if u in their_table.updates):
+            for task in table.tasks:
+                if table.has(objective, u, [task]) and their_table.has(their_objective, u, [task]):
+                    rows.append(_described(u, f"{task} (fine-tuned)", paired_test(
+                        table.seed_means(objective, u, [task]),
+                        their_table.seed_means(their_objective, u, [task])), objective, 2))
+    return [row for row in rows if row]
 
 
 def _described(updates: int, label: str, test: Optional[PairedTest], objective: str,

@@ -38,10 +38,12 @@ from .statistics import (
 
 _Parsed = TypeVar("_Parsed")
 
+#: The columns of ``summary.csv``: the fields of :class:`.statistics.Score`.
 SUMMARY_COLUMNS = [f.name for f in dataclasses.fields(Score)]
 #: Where a call that runs the phases records its command, for the report of a later
 #: ``--report-only`` call (and of a study that reads this one as its ``--reference``).
 COMMAND_FILE = "command.txt"
+#: The first columns of ``checkpoints.csv`` (every other measure follows).
 CHECKPOINT_COLUMNS = ("objective", "pretrain_seed", "updates", "valid_mlm_loss",
                       "contextual_score", "intra_context_cos", "inter_context_cos")
 
@@ -424,6 +426,7 @@ MEASURE_LABELS = {"valid_mlm_loss": "validation MLM loss, bits",
 #: A measure's better direction (:func:`.statistics.better`) in words.
 DIRECTION = {+1: "higher is better", -1: "lower is better", 0: "no better direction"}
 
+#: The report's line above its exploratory sections.
 EXPLORATORY = (
     "**Everything below is exploratory.** Each difference is paired by pre-training seed (each "
     "seed's value averaged over its fine-tuning seeds) with its 95% t-interval (n − 1 degrees "
@@ -432,11 +435,13 @@ EXPLORATORY = (
     "pre-training seed nothing is tested. The initialization (updates 0) is the same network "
     "for every objective and is not compared.")
 
+#: The report's dev-score section while no fine-tuning has finished.
 NO_FINETUNING = (
     "**No fine-tuning has finished yet** (no finished run under OUT/finetune): no dev scores, "
     "no GLUE comparison, speed-up or GLUE figure. What follows is what exists so far: the "
     "per-checkpoint measures of phase 2.")
 
+#: The header of every comparison table of the report (:func:`comparison_row`).
 COMPARISON_HEADER = ("| updates | what | n | baseline | objective | difference | 95% t-interval | "
                      "p | Holm p | verdict |")
 COMPARISON_RULE = "|---|---|---|---|---|---|---|---|---|---|"
@@ -715,11 +720,14 @@ def _described(updates: int, label: str, test: Optional[PairedTest], objective: 
 
 
 def _compared(updates: Sequence[int]) -> List[int]:
+    """``updates`` but the initialization: the checkpoints that are compared."""
     return [u for u in updates if u != INITIALIZATION]
 
 
 def _finetune_spread(table: ScoreTable, candidate: str, baseline: str, updates: int,
                      tasks: Sequence[str]) -> str:
+    """"fine-tuning SD candidate / baseline" (:meth:`.statistics.ScoreTable.finetune_sd`,
+    points), the note of a GLUE row; "" with one fine-tuning seed."""
     sds = [table.finetune_sd(o, updates, tasks) for o in (candidate, baseline)]
     if None in sds:
         return ""
@@ -727,6 +735,9 @@ def _finetune_spread(table: ScoreTable, candidate: str, baseline: str, updates: 
 
 
 def _mean_sd(table: ScoreTable, objective: str, updates: int, tasks: Sequence[str]) -> str:
+    """A dev-score cell: the GLUE average over ``tasks`` (points) ± the SD over pre-training
+    seeds of their means (with one pre-training seed, over fine-tuning seeds; none with one
+    of each)."""
     mean = table.average(objective, updates, tasks)
     if len(table.pretrain_seeds) > 1:
         sd = float(np.std(list(table.seed_means(objective, updates, tasks).values()), ddof=1))

@@ -50,6 +50,7 @@ from taco_fairseq.comparison.report import (
 )
 from taco_fairseq.comparison.statistics import PRIMARY_ENDPOINTS, PrimaryEndpoint, ScoreTable
 from taco_fairseq.comparison.study import (
+    LOG_FORMAT,
     PhaseTimer,
     StudyOptions,
     finetune_all,
@@ -310,8 +311,7 @@ def machine() -> str:
 def main(argv=None) -> None:
     argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
     # force: importing fairseq (its wav2vec2_classification) set the root logger to DEBUG
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                        level=logging.INFO, force=True)
+    logging.basicConfig(format=LOG_FORMAT, level=logging.INFO, force=True)
     options, report_only = parse_options(argv)
     if report_only:  # before anything is written
         absent = no_study(options.out)

@@ -50,6 +50,9 @@ from .statistics import Score
 
 logger = logging.getLogger(__name__)
 
+#: The log format of taco-compare, its phase-2 worker processes included.
+LOG_FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"
+
 _CHECKPOINT_NAME = re.compile(r"^(.+)-seed(\d+)@(\d+)$")
 
 
@@ -238,13 +241,12 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
     if options.cpu and options.jobs > 1 and len(units) > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
-        from functools import partial
 
         # the largest units first, so that no worker is left with a long tail
         units.sort(key=len, reverse=True)
         with ProcessPoolExecutor(options.jobs, multiprocessing.get_context("spawn"),
-                                 initializer=_worker_logging) as pool:
-            measured = list(pool.map(partial(_measure_unit, options), units))
+                                 initializer=_start_worker, initargs=(options,)) as pool:
+            measured = list(pool.map(_measure_in_worker, units))
     else:
         inputs = _Inputs(options)
         measured = [_measure_unit(options, unit, inputs) for unit in units]
@@ -270,25 +272,29 @@ def _measure_units(found: Sequence[StudyCheckpoint]) -> List[List[StudyCheckpoin
     return units
 
 
-def _worker_logging() -> None:
-    """A phase-2 worker process logs as the command does (its stderr is the command's)."""
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                        level=logging.INFO)
+#: The held-out inputs of this phase-2 worker process (:func:`_start_worker`), kept for every
+#: unit it measures; None outside a worker.
+_worker_inputs: Optional["_Inputs"] = None
 
 
-#: The held-out inputs of a phase-2 worker process, kept for all the units it measures.
-_process_inputs: Optional["_Inputs"] = None
+def _start_worker(options: StudyOptions) -> None:
+    """A phase-2 worker process's start: it logs as the command does (its stderr is the
+    command's) and keeps the held-out inputs of ``options`` for its units."""
+    global _worker_inputs
+    logging.basicConfig(format=LOG_FORMAT, level=logging.INFO)
+    _worker_inputs = _Inputs(options)
+
+
+def _measure_in_worker(unit: Sequence[StudyCheckpoint]) -> List[dict]:
+    """:func:`_measure_unit` in a worker process, with its options and held-out inputs."""
+    return _measure_unit(_worker_inputs.options, unit, _worker_inputs)
 
 
 def _measure_unit(options: StudyOptions, unit: Sequence[StudyCheckpoint],
-                  inputs: Optional["_Inputs"] = None) -> List[dict]:
-    """The rows of :func:`measure_checkpoints` for one unit of :func:`_measure_units`
-    (``inputs``: the held-out inputs to share; default: this process's)."""
-    global _process_inputs
-    if inputs is None:
-        if _process_inputs is None or _process_inputs.options != options:
-            _process_inputs = _Inputs(options)
-        inputs = _process_inputs
+                  inputs: "_Inputs") -> List[dict]:
+    """The rows of :func:`measure_checkpoints` for one unit of :func:`_measure_units`, with the
+    held-out ``inputs`` of ``options`` (sampled and encoded once for every unit of a process).
+    """
     directory = options.out / "measures"
     initializations = _Initializations()
     rows = []

@@ -79,6 +79,8 @@ STUDY_FILES = (COMMAND_FILE, "pretrain", "measures", "finetune")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """taco-compare's options (module doc); what comes after ``--`` is split off first
+    (:func:`taco_fairseq.cli.glue_options.split_fairseq_args`)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     small = default_point("small")
@@ -247,11 +249,11 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         heldout_max_lines=args.heldout_max_lines,
         probe_tasks=list(dict.fromkeys(t.name for t in probed)),
         probe_max_train=args.probe_max_train, jobs=args.jobs, cpu=args.cpu,
+        reference=args.reference,
     )
     if args.finetune_search_from is not None:
         check_search(options, args.finetune_search_from, parser, copy=not args.report_only)
     if args.reference is not None:
-        options.reference = args.reference
         if args.reference.resolve() == args.out.resolve():
             parser.error(f"--reference {args.reference} is --out itself: give the --out of "
                          "another study")
@@ -298,6 +300,8 @@ def check_search(options: StudyOptions, source: Path, parser, copy: bool = True)
 
 
 def machine() -> str:
+    """The report's ``Machine:`` line: platform, CPU cores, the GPU (or the CPU) and the
+    Python, torch and fairseq versions."""
     import fairseq
     import torch
 
@@ -309,14 +313,17 @@ def machine() -> str:
 
 
 def main(argv=None) -> None:
+    """taco-compare (module doc): the phases, or with ``--report-only`` none, then the report.
+    Exits with a one-line error (SystemExit) on options that do not fit, a --out without a
+    study for --report-only, or nothing to report yet."""
     argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
     # force: importing fairseq (its wav2vec2_classification) set the root logger to DEBUG
     logging.basicConfig(format=LOG_FORMAT, level=logging.INFO, force=True)
     options, report_only = parse_options(argv)
     if report_only:  # before anything is written
-        absent = no_study(options.out)
-        if absent:
-            sys.exit(f"error: --out {options.out}: {absent}")
+        why = no_study(options.out)
+        if why:
+            sys.exit(f"error: --out {options.out}: {why}")
     options.out.mkdir(parents=True, exist_ok=True)
     command = "taco-compare " + shlex.join(argv)
     timer = PhaseTimer(options.out)
@@ -442,7 +449,7 @@ def write_report(options: StudyOptions, command: List[str], measures, scores, ti
     ``measures``; with ``options.reference``, it describes the runs against that study's
     (:func:`taco_fairseq.comparison.report.read_reference`)."""
     out = options.out
-    try:
+    try:  # read again (parse_options checked it): the reference may have reported since
         reference = None if options.reference is None else read_reference(
             options.reference, options.pretrain_seeds, options.settings.checkpoint_updates)
     except (OSError, ValueError) as e:

@@ -3,6 +3,7 @@
 # machine. Every step is a resumable taco-compare (rerun the script after an interruption:
 # finished runs are left alone, interrupted ones continue from checkpoint_last.pt).
 #
+#   export DATA=/work/study/wiki-aa GLUE=/work/study/glue OUT=/work/study
 #   bash docs/results/study5/run.sh study     # the study (PLAN.md, "Set-up")
 #   bash docs/results/study5/run.sh controls  # the five controls (PLAN.md, "Baseline controls")
 #   bash docs/results/study5/run.sh controls window255 pre-ln  # some of them
@@ -12,10 +13,11 @@
 # (taco-prepare-glue); SHARED: the shared data; OUT: where the runs go.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-DATA=${DATA:-/work/study/wiki-aa}
-GLUE=${GLUE:-/work/study/glue}
+# This project's runs: DATA=/work/study/wiki-aa GLUE=/work/study/glue OUT=/work/study (no
+# defaults, so that trying the script cannot write into a study under way).
+: "${DATA:?set DATA to the pre-training data-bin}" "${GLUE:?set GLUE to the prepared GLUE tasks}"
+: "${OUT:?set OUT to where the runs go}"
 SHARED=${SHARED:-../shared}
-OUT=${OUT:-/work/study}
 compare() {
   .venv/bin/taco-compare --data "$DATA" --glue-data "$GLUE" --arch roberta_tiny \
     --final-tasks STS-B SST-2 --seeds 1 2 3 --finetune-lr 1e-4 3e-4 1e-3 \
@@ -73,6 +75,9 @@ case "${1:-}" in
     shift
     names=("$@")
     [ ${#names[@]} -gt 0 ] || names=(update-freq4 batch128 window255 pre-ln lr3e-4)
+    for name in "${names[@]}"; do  # every name checked before the first control runs
+      case "$name" in update-freq4|batch128|window255|pre-ln|lr3e-4) ;; *) control "$name" ;; esac
+    done
     for name in "${names[@]}"; do control "$name"; done ;;
   *)
     echo "usage: $0 study | controls [update-freq4|batch128|window255|pre-ln|lr3e-4 ...]" >&2

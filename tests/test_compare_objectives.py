@@ -572,6 +572,23 @@ def test_a_search_from_an_earlier_study_does_not_replace_another(tmp_path, capsy
     assert json.loads((tmp_path / "out" / "search.json").read_text()) == {"RTE": {"chosen": "x"}}
 
 
+def test_the_same_search_from_another_path_continues_the_study(tmp_path):
+    """run.sh passes a checkout-relative search.json: the same file in another checkout (another
+    resolved path) must continue the study, not be taken for another search."""
+    from taco_fairseq.cli import compare
+
+    argv = _search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4")
+    compare.parse_options(argv)
+    recorded = (tmp_path / "out" / "search.json").read_text()
+    assert str(tmp_path / "earlier.json") in recorded
+    elsewhere = tmp_path / "checkout2" / "earlier.json"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text((tmp_path / "earlier.json").read_text())
+    compare.parse_options([str(elsewhere) if a == str(tmp_path / "earlier.json") else a
+                           for a in argv])
+    assert (tmp_path / "out" / "search.json").read_text() == recorded
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--seeds", "1", "2", "1"], "--seeds given twice: 1"),
     (["--pretrain-seeds", "1", "1"], "--pretrain-seeds given twice: 1"),

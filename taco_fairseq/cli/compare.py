@@ -265,6 +265,12 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     return options, args.report_only
 
 
+def _without_source(search: dict) -> dict:
+    """A search.json's entries without where they were read from (``"searched_in"``)."""
+    return {task: {k: v for k, v in entry.items() if k != "searched_in"}
+            for task, entry in search.items()}
+
+
 def check_search(options: StudyOptions, source: Path, parser, copy: bool = True) -> None:
     """``--finetune-search-from SOURCE``: it must choose a point of the grid for every task,
     and a different search must not be in OUT already; ``copy``: copies it to
@@ -290,9 +296,12 @@ def check_search(options: StudyOptions, source: Path, parser, copy: bool = True)
     search = {task: {**entry, "searched_in": entry.get("searched_in", str(source.resolve()))}
               for task, entry in search.items()}
     target = options.out / "search.json"
-    if target.is_file() and read_search(options.out) != search:
-        parser.error(f"--finetune-search-from {source}: {target} holds another search; "
-                     "choose another --out")
+    if target.is_file():
+        recorded = read_search(options.out)
+        if _without_source(recorded) != _without_source(search):
+            parser.error(f"--finetune-search-from {source}: {target} holds another search; "
+                         "choose another --out")
+        search = recorded  # the same search from another path (e.g. another checkout)
     if not copy:
         return
     options.out.mkdir(parents=True, exist_ok=True)

@@ -632,14 +632,18 @@ def test_the_primary_endpoint_is_declared_once_per_study(monkeypatch, tmp_path, 
     assert compare.recorded_primary_endpoint("taco-compare --data d -- --seed 1") == (
         "glue-average")  # a study recorded before the option existed
     capsys.readouterr()
-    for call in (["--report-only", *argv], [*argv, "--primary-endpoint", "glue-average"]):
-        with pytest.raises(SystemExit) as error:
-            compare.main(call)
-        assert str(error.value) == (
-            f"error: --primary-endpoint glue-average: {tmp_path / 'out' / 'command.txt'} "
-            "records probe-average for this study (the primary endpoint is declared before the "
-            "results are seen); give --primary-endpoint probe-average, or use another --out for "
-            "a new study")
+    with pytest.raises(SystemExit) as error:
+        compare.main([*argv, "--primary-endpoint", "glue-average"])
+    assert str(error.value) == (
+        f"error: --primary-endpoint glue-average: {tmp_path / 'out' / 'command.txt'} "
+        "records probe-average for this study (the primary endpoint is declared before the "
+        "results are seen); give --primary-endpoint probe-average, or use another --out for "
+        "a new study")
+    with pytest.raises(SystemExit) as error:  # as every option of the study (next test)
+        compare.main(["--report-only", *argv])
+    assert str(error.value).startswith(
+        "error: --report-only: --primary-endpoint probe-average → glue-average (recorded in "
+        f"{tmp_path / 'out' / 'command.txt'} → given here)")
     assert (tmp_path / "out" / "command.txt").read_text() == recorded
     compare.main(["--report-only", "--primary-endpoint", "probe-average", *argv])
 
@@ -891,6 +895,77 @@ def test_report_only_without_a_study_writes_nothing(tmp_path, made, message):
     assert str(error.value).startswith(f"error: --out {out}: {message}")
     assert "\n" not in str(error.value)
     assert (sorted(out.rglob("*")) if out.exists() else None) == before  # no search.json
+
+
+def _replaced(argv, option, *values):
+    """``argv`` with ``option``'s values replaced by ``values`` (added when it has none)."""
+    if option not in argv:
+        return [*argv, option, *values]
+    at = argv.index(option)
+    end = next((i for i in range(at + 1, len(argv)) if argv[i].startswith("--")), len(argv))
+    return [*argv[:at + 1], *values, *argv[end:]]
+
+
+@pytest.mark.parametrize("option, values, change", [
+    ("--objectives", ["taco", "mlm"], "--objectives mlm taco → taco mlm"),  # the baseline
+    ("--pretrain-seeds", ["1", "2"], "--pretrain-seeds 1 2 3 → 1 2"),
+    ("--checkpoint-updates", ["5", "10"], "--checkpoint-updates 10 → 5 10"),
+    ("--final-tasks", ["RTE"], "--final-tasks STS-B RTE → RTE"),
+    ("--tasks", ["RTE"], "--tasks (unset) → RTE"),
+    ("--probe-tasks", ["RTE"], "--probe-tasks (unset) → RTE"),
+    ("--finetune-lr", ["3e-4"], "--finetune-lr 0.0003 0.001 → 0.0003"),
+    ("--primary-endpoint", ["probe-average"], "--primary-endpoint glue-average → probe-average"),
+    ("--no-probes", [], "--no-probes (unset) → (set)"),
+    ("--", ["--num-workers", "2"], "-- --num-workers 0 → 2"),
+])
+def test_report_only_refuses_options_that_differ_from_the_recorded_study(
+        tmp_path, option, values, change):
+    """A fresh user's --report-only with other options than OUT/command.txt's reported another
+    study under the recorded command (a swapped baseline, another primary endpoint): refused,
+    naming what differs and the command to repeat; where the files lie, how the runs ran, the
+    report's own options and an omitted `--` part may differ."""
+    from taco_fairseq.cli import compare
+
+    base = _report_argv(tmp_path)
+    ran = [*base, "--jobs", "2", "--", "--num-workers", "0"]
+    recorded = tmp_path / "out" / "command.txt"
+    recorded.parent.mkdir()
+    recorded.write_text("taco-compare " + shlex.join(ran) + "\n")
+    for same in (["--report-only", *base],
+                 ["--report-only", "--cpu", "--reference", "r", *_replaced(
+                     base, "--data", "elsewhere"), "--lr", "5e-4", "--jobs", "4", "--",
+                  "--num-workers", "0", "--user-dir", "/elsewhere/taco_fairseq"]):
+        compare.check_recorded_study(same, recorded)
+    given = ([*base, "--", *values] if option == "--" else _replaced(base, option, *values))
+    with pytest.raises(ValueError) as error:
+        compare.check_recorded_study(["--report-only", *given], recorded)
+    assert str(error.value) == (
+        f"--report-only: {change} (recorded in {recorded} → given here): the report is of the "
+        "study that command ran, and these options say what it is; repeat the recorded command "
+        "with --report-only (only --jobs, --cpu and --reference may be changed): taco-compare "
+        + shlex.join(["--report-only", *ran]))
+
+
+def test_report_only_of_a_taco_only_study_without_its_objectives_is_refused(tmp_path):
+    """A control recorded with --objectives taco, reported with the default objectives (mlm
+    taco): an error naming --objectives, nothing written (before: a report against the
+    baseline mlm, which has no runs here; with fine-tuning scores, a TypeError traceback from
+    the figures)."""
+    from taco_fairseq.cli import compare
+
+    out = tmp_path / "out"
+    _measured(out, objectives=("taco",), seeds=(1,))
+    ran = _report_argv(tmp_path, "--objectives", "taco")
+    ran = _replaced(ran, "--pretrain-seeds", "1")
+    (out / "command.txt").write_text("taco-compare " + shlex.join(ran) + "\n")
+    before = sorted(out.rglob("*"))
+    with pytest.raises(SystemExit) as error:
+        compare.main(["--report-only", *_replaced(_report_argv(tmp_path), "--pretrain-seeds",
+                                                  "1")])
+    assert str(error.value).startswith("error: --report-only: --objectives taco → mlm taco (")
+    assert sorted(out.rglob("*")) == before
+    compare.main(["--report-only", *ran])
+    assert (out / "report.md").is_file()
 
 
 def _reference(tmp_path):

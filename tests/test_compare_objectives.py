@@ -455,6 +455,42 @@ def test_missing_heldout_text_is_named_before_anything_runs(tmp_path, capsys):
     assert str(present) not in err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("name, content, message", [
+    ("empty.txt", "", "no text found (the file is empty, blank or markup only); give a file of "
+                      "raw text not seen in pre-training"),
+    ("blank.txt", "\n  \n\t\n", "no text found (the file is empty, blank or markup only); "
+                                "give a file of raw text not seen in pre-training"),
+    ("empty.txt.xz", b"", "no text found (the file is empty, blank or markup only)"),
+    ("utf16.txt", "One sentence.\n".encode("utf-16"), "give a file of raw text not seen in "
+                                                        "pre-training"),
+    ("texts", None, "a directory, not a file; give text files in it (plain, .xz or .gz)"),
+])
+def test_heldout_text_without_text_is_named_before_anything_runs(tmp_path, capsys, name,
+                                                                   content, message):
+    """A fresh user's empty --heldout-text stopped phase 2, after all of pre-training, with an
+    error naming neither the option nor what to do; a directory was "no such file"."""
+    import lzma
+
+    from taco_fairseq.cli import compare
+
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    elif name.endswith(".xz"):
+        path.write_bytes(lzma.compress(content))
+    else:
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    present = tmp_path / "present.txt"
+    present.write_text("One sentence. Another one.\n" * 50)
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4",
+                                           "--heldout-text", present, path))
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"error: --heldout-text {path}: " in err
+    assert message in err and str(present) not in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_glue_data_of_another_dictionary_is_an_error_before_pretraining(tmp_path, capsys):
     """The dictionary check of phase 4 (the checkpoints' fingerprints against each task's
     input0/dict.txt), made against --data before anything runs."""

@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "'--fp16' as an option of its own)")
     group = parser.add_argument_group("contextual score")
     group.add_argument("--heldout-text", nargs="+", type=Path, default=[], metavar="FILE",
-                       help="raw text not seen in pre-training (default: not measured)")
+                       help="raw text not seen in pre-training, plain, .xz or .gz; each file is "
+                       "checked for text before pre-training (default: not measured)")
     group.add_argument("--heldout-sentences", type=positive(int), default=2000,
                        help="default: 2000")
     group.add_argument("--heldout-max-lines", type=positive(int), help="lines read per file")
@@ -238,10 +239,9 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     if not (args.data / "dict.txt").is_file():
         parser.error(f"--data {args.data}: no dict.txt (prepare it with "
                      "taco-prepare-data)")
-    absent = [str(f) for f in args.heldout_text if not f.is_file()]
-    if absent:  # read in phase 2, after hours of pre-training
-        parser.error(f"--heldout-text: no such file: {', '.join(absent)} (a relative path is "
-                     f"read from {Path.cwd()})")
+    why = check_heldout_text(args.heldout_text)
+    if why:  # read in phase 2, after hours of pre-training
+        parser.error(why)
     for task in dict.fromkeys(t.name for t in [*finetuned, *probed]):  # before phase 1
         try:
             check_glue_data_fits(args.data, args.glue_data / task, f"{args.out / 'pretrain'}/*/"
@@ -277,6 +277,39 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         except (OSError, ValueError) as e:
             parser.error(f"--reference {args.reference}: {e}")
     return options, args.report_only
+
+
+#: Non-empty lines of each --heldout-text file read before pre-training to find text in it.
+HELDOUT_CHECK_LINES = 10
+
+
+def check_heldout_text(paths: Sequence[Path]) -> Optional[str]:
+    """Why ``--heldout-text`` cannot be read for phase 2's contextual score (None: it can):
+    a file that does not exist, a directory, or one whose first :data:`HELDOUT_CHECK_LINES`
+    non-empty lines hold no sentence as phase 2 reads them
+    (:func:`taco_fairseq.analysis.sentences.read_sentences`: empty, blank or markup only,
+    not UTF-8, not decompressible); a large ``.xz`` is not read to its end."""
+    from taco_fairseq.analysis.sentences import read_sentences
+
+    absent = [str(f) for f in paths if not f.exists()]
+    if absent:
+        return (f"--heldout-text: no such file: {', '.join(absent)} (a relative path is read "
+                f"from {Path.cwd()})")
+    for path in paths:
+        if path.is_dir():
+            return (f"--heldout-text {path}: a directory, not a file; give text files in it "
+                    "(plain, .xz or .gz)")
+        try:
+            found = next(read_sentences(path, max_lines=HELDOUT_CHECK_LINES), None)
+        except (OSError, ValueError) as e:
+            problem = str(e).removeprefix(f"{path}: ")
+        else:
+            if found is not None:
+                continue
+            problem = "no text found"
+        return (f"--heldout-text {path}: {problem}; give a file of raw text not seen in "
+                "pre-training")
+    return None
 
 
 def check_search(options: StudyOptions, source: Path, parser, copy: bool = True) -> None:

@@ -1037,6 +1037,38 @@ def test_a_control_report_describes_its_runs_against_a_reference_study(tmp_path)
     assert "Reference command: `taco-compare --out study`" in section
 
 
+def test_a_reference_of_identical_runs_differs_by_zero(tmp_path):
+    """This study against a reference that is itself (its rounded CSVs): every difference is
+    +0.0000 (+0.00 for fine-tuning), not the rounding error of the CSVs (before: -0.0000 where
+    a value rounded up, e.g. 56.24996 against the CSV's 56.2500)."""
+    from taco_fairseq.comparison.report import (
+        read_reference,
+        reference_section,
+        write_checkpoints_csv,
+        write_summary_csv,
+    )
+    from taco_fairseq.comparison.statistics import MeasureTable, Score, ScoreTable
+
+    rows = [{"objective": o, "pretrain_seed": p, "updates": u, "valid_mlm_loss": 9 - p / 3,
+             "probe_average": 56.24996 + p / 7 + (o == "taco") / 3}
+            for o in ("mlm", "taco") for p in (1, 2) for u in (0, 10)]
+    scores = [Score(o, p, 10, "RTE", s, "accuracy", 60.004996 + p / 7 + s / 3, "accuracy",
+                    60.0 + p) for o in ("mlm", "taco") for p in (1, 2) for s in (1, 2)]
+    (tmp_path / "ref").mkdir()
+    write_checkpoints_csv(rows, tmp_path / "ref" / "checkpoints.csv")
+    write_summary_csv(scores, tmp_path / "ref" / "summary.csv")
+    section = "\n".join(reference_section(MeasureTable(rows), ScoreTable(scores),
+                                          read_reference(tmp_path / "ref", [1, 2], [10])))
+    differences = [line.split(" | ")[5] for line in section.splitlines()
+                   if line.startswith("| ") and " | 2 | " in line]
+    taco = section.split("### this study's taco − the reference's taco")[1].split("###")[0]
+    assert taco.count("| 2 |") == 5  # probe_average, valid_mlm_loss at 0 and 10; RTE at 10
+    same = [line.split(" | ")[5] for line in taco.splitlines() if line.startswith("| ")
+            and " | 2 | " in line]
+    assert same == ["+0.0000"] * 4 + ["+0.00"], taco
+    assert not [d for d in differences if d.startswith("-0.0")], section
+
+
 @pytest.mark.parametrize("extra, itself, message", [
     (["--pretrain-seeds", "3"], False, "its checkpoints.csv has pre-training seed(s) 1, 2, not 3 "
                                        "of --pretrain-seeds 3"),

@@ -362,7 +362,8 @@ def machine() -> str:
 def main(argv=None) -> None:
     """taco-compare (module doc): the phases, or with ``--report-only`` none, then the report.
     Exits with a one-line error (SystemExit) on options that do not fit, a --out without a
-    study for --report-only, or nothing to report yet."""
+    study for --report-only or --report-only options that differ from the study's recorded
+    command (:func:`check_recorded_study`), or nothing to report yet."""
     argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
     # force: importing fairseq (its wav2vec2_classification) set the root logger to DEBUG
     logging.basicConfig(format=LOG_FORMAT, level=logging.INFO, force=True)
@@ -445,7 +446,7 @@ def recorded_primary_endpoint(command: str) -> str:
 def study_values(argv: Sequence[str]) -> Dict[str, List[str]]:
     """The options of a taco-compare command line as it parses them (defaults filled in, as
     strings; ``--checkpoint-updates`` sorted, as the study uses them; a flag not given and an
-    option without a value, or with none, left out), and its ``fairseq-train`` options after ``--`` as
+    option without a value, or with an empty one, left out), and its ``fairseq-train`` options after ``--`` as
     ``"-- NAME"`` (:func:`taco_fairseq.comparison.pretraining.option_values`). Options a
     later taco-compare no longer has are left out (they cannot change this one's report).
 
@@ -464,7 +465,7 @@ def study_values(argv: Sequence[str]) -> Dict[str, List[str]]:
     for action in parser._actions:
         value = getattr(args, action.dest, None)
         if (not action.option_strings or action.dest == "help" or value is None
-                or value is False or value == []):
+                or value is False or value in ("", [])):
             continue
         if action.dest == "checkpoint_updates":
             value = sorted(set(value))

@@ -455,6 +455,42 @@ def test_missing_heldout_text_is_named_before_anything_runs(tmp_path, capsys):
     assert str(present) not in err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("name, content, message", [
+    ("empty.txt", "", "no text found (the file is empty, blank or markup only); give a file of "
+                      "raw text not seen in pre-training"),
+    ("blank.txt", "\n  \n\t\n", "no text found (the file is empty, blank or markup only); "
+                                "give a file of raw text not seen in pre-training"),
+    ("empty.txt.xz", b"", "no text found (the file is empty, blank or markup only)"),
+    ("utf16.txt", "One sentence.\n".encode("utf-16"), "give a file of raw text not seen in "
+                                                        "pre-training"),
+    ("texts", None, "a directory, not a file; give text files in it (plain, .xz or .gz)"),
+])
+def test_heldout_text_without_text_is_named_before_anything_runs(tmp_path, capsys, name,
+                                                                   content, message):
+    """A fresh user's empty --heldout-text stopped phase 2, after all of pre-training, with an
+    error naming neither the option nor what to do; a directory was "no such file"."""
+    import lzma
+
+    from taco_fairseq.cli import compare
+
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    elif name.endswith(".xz"):
+        path.write_bytes(lzma.compress(content))
+    else:
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    present = tmp_path / "present.txt"
+    present.write_text("One sentence. Another one.\n" * 50)
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4",
+                                           "--heldout-text", present, path))
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"error: --heldout-text {path}: " in err
+    assert message in err and str(present) not in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_glue_data_of_another_dictionary_is_an_error_before_pretraining(tmp_path, capsys):
     """The dictionary check of phase 4 (the checkpoints' fingerprints against each task's
     input0/dict.txt), made against --data before anything runs."""
@@ -649,14 +685,18 @@ def test_the_primary_endpoint_is_declared_once_per_study(monkeypatch, tmp_path, 
     assert compare.recorded_primary_endpoint("taco-compare --data d -- --seed 1") == (
         "glue-average")  # a study recorded before the option existed
     capsys.readouterr()
-    for call in (["--report-only", *argv], [*argv, "--primary-endpoint", "glue-average"]):
-        with pytest.raises(SystemExit) as error:
-            compare.main(call)
-        assert str(error.value) == (
-            f"error: --primary-endpoint glue-average: {tmp_path / 'out' / 'command.txt'} "
-            "records probe-average for this study (the primary endpoint is declared before the "
-            "results are seen); give --primary-endpoint probe-average, or use another --out for "
-            "a new study")
+    with pytest.raises(SystemExit) as error:
+        compare.main([*argv, "--primary-endpoint", "glue-average"])
+    assert str(error.value) == (
+        f"error: --primary-endpoint glue-average: {tmp_path / 'out' / 'command.txt'} "
+        "records probe-average for this study (the primary endpoint is declared before the "
+        "results are seen); give --primary-endpoint probe-average, or use another --out for "
+        "a new study")
+    with pytest.raises(SystemExit) as error:  # as every option of the study (next test)
+        compare.main(["--report-only", *argv])
+    assert str(error.value).startswith(
+        "error: --report-only: --primary-endpoint probe-average → glue-average (recorded in "
+        f"{tmp_path / 'out' / 'command.txt'} → given here)")
     assert (tmp_path / "out" / "command.txt").read_text() == recorded
     compare.main(["--report-only", "--primary-endpoint", "probe-average", *argv])
 
@@ -910,6 +950,77 @@ def test_report_only_without_a_study_writes_nothing(tmp_path, made, message):
     assert (sorted(out.rglob("*")) if out.exists() else None) == before  # no search.json
 
 
+def _replaced(argv, option, *values):
+    """``argv`` with ``option``'s values replaced by ``values`` (added when it has none)."""
+    if option not in argv:
+        return [*argv, option, *values]
+    at = argv.index(option)
+    end = next((i for i in range(at + 1, len(argv)) if argv[i].startswith("--")), len(argv))
+    return [*argv[:at + 1], *values, *argv[end:]]
+
+
+@pytest.mark.parametrize("option, values, change", [
+    ("--objectives", ["taco", "mlm"], "--objectives mlm taco → taco mlm"),  # the baseline
+    ("--pretrain-seeds", ["1", "2"], "--pretrain-seeds 1 2 3 → 1 2"),
+    ("--checkpoint-updates", ["5", "10"], "--checkpoint-updates 10 → 5 10"),
+    ("--final-tasks", ["RTE"], "--final-tasks STS-B RTE → RTE"),
+    ("--tasks", ["RTE"], "--tasks (unset) → RTE"),
+    ("--probe-tasks", ["RTE"], "--probe-tasks (unset) → RTE"),
+    ("--finetune-lr", ["3e-4"], "--finetune-lr 0.0003 0.001 → 0.0003"),
+    ("--primary-endpoint", ["probe-average"], "--primary-endpoint glue-average → probe-average"),
+    ("--no-probes", [], "--no-probes (unset) → (set)"),
+    ("--", ["--num-workers", "2"], "-- --num-workers 0 → 2"),
+])
+def test_report_only_refuses_options_that_differ_from_the_recorded_study(
+        tmp_path, option, values, change):
+    """A fresh user's --report-only with other options than OUT/command.txt's reported another
+    study under the recorded command (a swapped baseline, another primary endpoint): refused,
+    naming what differs and the command to repeat; where the files lie, how the runs ran, the
+    report's own options and an omitted `--` part may differ."""
+    from taco_fairseq.cli import compare
+
+    base = _report_argv(tmp_path)
+    ran = [*base, "--jobs", "2", "--", "--num-workers", "0"]
+    recorded = tmp_path / "out" / "command.txt"
+    recorded.parent.mkdir()
+    recorded.write_text("taco-compare " + shlex.join(ran) + "\n")
+    for same in (["--report-only", *base],
+                 ["--report-only", "--cpu", "--reference", "r", *_replaced(
+                     base, "--data", "elsewhere"), "--lr", "5e-4", "--jobs", "4", "--",
+                  "--num-workers", "0", "--user-dir", "/elsewhere/taco_fairseq"]):
+        compare.check_recorded_study(same, recorded)
+    given = ([*base, "--", *values] if option == "--" else _replaced(base, option, *values))
+    with pytest.raises(ValueError) as error:
+        compare.check_recorded_study(["--report-only", *given], recorded)
+    assert str(error.value) == (
+        f"--report-only: {change} (recorded in {recorded} → given here): the report is of the "
+        "study that command ran, and these options say what it is; repeat the recorded command "
+        "with --report-only (only --jobs, --cpu and --reference may be changed): taco-compare "
+        + shlex.join(["--report-only", *ran]))
+
+
+def test_report_only_of_a_taco_only_study_without_its_objectives_is_refused(tmp_path):
+    """A control recorded with --objectives taco, reported with the default objectives (mlm
+    taco): an error naming --objectives, nothing written (before: a report against the
+    baseline mlm, which has no runs here; with fine-tuning scores, a TypeError traceback from
+    the figures)."""
+    from taco_fairseq.cli import compare
+
+    out = tmp_path / "out"
+    _measured(out, objectives=("taco",), seeds=(1,))
+    ran = _report_argv(tmp_path, "--objectives", "taco")
+    ran = _replaced(ran, "--pretrain-seeds", "1")
+    (out / "command.txt").write_text("taco-compare " + shlex.join(ran) + "\n")
+    before = sorted(out.rglob("*"))
+    with pytest.raises(SystemExit) as error:
+        compare.main(["--report-only", *_replaced(_report_argv(tmp_path), "--pretrain-seeds",
+                                                  "1")])
+    assert str(error.value).startswith("error: --report-only: --objectives taco → mlm taco (")
+    assert sorted(out.rglob("*")) == before
+    compare.main(["--report-only", *ran])
+    assert (out / "report.md").is_file()
+
+
 def _reference(tmp_path):
     """A study's --out as its report leaves it: mlm and taco of seeds 1 and 2 at 0 and 10
     updates in checkpoints.csv, and its command."""
@@ -941,6 +1052,38 @@ def test_a_control_report_describes_its_runs_against_a_reference_study(tmp_path)
     assert "| 10 | probe_average | 1 | 51.0000 | 56.2500 | +5.2500 |" in other
     assert "| 10 | valid_mlm_loss | 1 | 9.0000 | 7.9000 | -1.1000 |" in other
     assert "Reference command: `taco-compare --out study`" in section
+
+
+def test_a_reference_of_identical_runs_differs_by_zero(tmp_path):
+    """This study against a reference that is itself (its rounded CSVs): every difference is
+    +0.0000 (+0.00 for fine-tuning), not the rounding error of the CSVs (before: -0.0000 where
+    a value rounded up, e.g. 56.24996 against the CSV's 56.2500)."""
+    from taco_fairseq.comparison.report import (
+        read_reference,
+        reference_section,
+        write_checkpoints_csv,
+        write_summary_csv,
+    )
+    from taco_fairseq.comparison.statistics import MeasureTable, Score, ScoreTable
+
+    rows = [{"objective": o, "pretrain_seed": p, "updates": u, "valid_mlm_loss": 9 - p / 3,
+             "probe_average": 56.24996 + p / 7 + (o == "taco") / 3}
+            for o in ("mlm", "taco") for p in (1, 2) for u in (0, 10)]
+    scores = [Score(o, p, 10, "RTE", s, "accuracy", 60.004996 + p / 7 + s / 3, "accuracy",
+                    60.0 + p) for o in ("mlm", "taco") for p in (1, 2) for s in (1, 2)]
+    (tmp_path / "ref").mkdir()
+    write_checkpoints_csv(rows, tmp_path / "ref" / "checkpoints.csv")
+    write_summary_csv(scores, tmp_path / "ref" / "summary.csv")
+    section = "\n".join(reference_section(MeasureTable(rows), ScoreTable(scores),
+                                          read_reference(tmp_path / "ref", [1, 2], [10])))
+    differences = [line.split(" | ")[5] for line in section.splitlines()
+                   if line.startswith("| ") and " | 2 | " in line]
+    taco = section.split("### this study's taco − the reference's taco")[1].split("###")[0]
+    assert taco.count("| 2 |") == 5  # probe_average, valid_mlm_loss at 0 and 10; RTE at 10
+    same = [line.split(" | ")[5] for line in taco.splitlines() if line.startswith("| ")
+            and " | 2 | " in line]
+    assert same == ["+0.0000"] * 4 + ["+0.00"], taco
+    assert not [d for d in differences if d.startswith("-0.0")], section
 
 
 @pytest.mark.parametrize("extra, itself, message", [

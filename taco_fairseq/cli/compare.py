@@ -12,7 +12,7 @@ OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates, per tas
 paired difference over pre-training seeds with 95% t-intervals, speed-up). The report opens
 with the --primary-endpoint, declared before the runs; every other verdict is exploratory and
 Holm-corrected. OUT/command.txt records the command that ran the phases, for the report of a
-later --report-only call: the report of what exists so far (before any fine-tuning has
+later --report-only call, which must give its options: the report of what exists so far (before any fine-tuning has
 finished, of the checkpoint measures, with their tests; the fine-tuning sections say that none
 has finished). --reference REF_OUT adds a description (no test) of this study's runs against
 another study's at equal updates and pre-training seed, from REF_OUT/checkpoints.csv (and
@@ -36,10 +36,10 @@ import platform
 import shlex
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from taco_fairseq.comparison.objectives import available_objectives
-from taco_fairseq.comparison.pretraining import PretrainSettings
+from taco_fairseq.comparison.pretraining import PretrainSettings, changed_options, option_values
 from taco_fairseq.comparison.report import (
     COMMAND_FILE,
     markdown_report,
@@ -76,6 +76,17 @@ from taco_fairseq.prep.pretraining import INFO_FILE
 
 #: What a study's --out holds once taco-compare has run there (the phases' files: study.py).
 STUDY_FILES = (COMMAND_FILE, "pretrain", "measures", "finetune")
+
+#: The options a ``--report-only`` call may give otherwise than ``OUT/command.txt``
+#: (:func:`check_recorded_study`): where the study's files lie (paths, written relative to the
+#: directory the study ran in, which command.txt does not record; the report reads none of
+#: --data, --glue-data and --heldout-text, and --finetune-search-from is checked against
+#: OUT/search.json), how the runs ran, the report's own options, and, after ``--``, what the
+#: rerun check of a pre-training lets differ (--user-dir, :func:`.pretraining.check_same_options`).
+#: Every other option says what the study is and must be the recorded one.
+REPORT_ONLY_MAY_DIFFER = ("--out", "--data", "--glue-data", "--heldout-text",
+                          "--finetune-search-from", "--jobs", "--cpu", "--report-only",
+                          "--reference", "-- --user-dir")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "'--fp16' as an option of its own)")
     group = parser.add_argument_group("contextual score")
     group.add_argument("--heldout-text", nargs="+", type=Path, default=[], metavar="FILE",
-                       help="raw text not seen in pre-training (default: not measured)")
+                       help="raw text not seen in pre-training, plain, .xz or .gz; each file is "
+                       "checked for text before pre-training (default: not measured)")
     group.add_argument("--heldout-sentences", type=positive(int), default=2000,
                        help="default: 2000")
     group.add_argument("--heldout-max-lines", type=positive(int), help="lines read per file")
@@ -163,7 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: write the report of what has finished so far (e.g. "
                         "while the runs go on, or after an interruption; before any "
-                        "fine-tuning has finished, of the checkpoint measures)")
+                        "fine-tuning has finished, of the checkpoint measures); give the "
+                        "command recorded in OUT/command.txt: an option that says what the "
+                        "study is and differs from it is an error (the paths, --jobs, --cpu "
+                        "and --reference may differ; the options after `--` may be left out)")
     parser.add_argument("--reference", type=Path, metavar="REF_OUT",
                         help="another study's --out (its checkpoints.csv, and summary.csv if "
                         "there is one): the report adds, per measure and checkpoint (matched "
@@ -224,10 +239,9 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     if not (args.data / "dict.txt").is_file():
         parser.error(f"--data {args.data}: no dict.txt (prepare it with "
                      "taco-prepare-data)")
-    absent = [str(f) for f in args.heldout_text if not f.is_file()]
-    if absent:  # read in phase 2, after hours of pre-training
-        parser.error(f"--heldout-text: no such file: {', '.join(absent)} (a relative path is "
-                     f"read from {Path.cwd()})")
+    why = check_heldout_text(args.heldout_text)
+    if why:  # read in phase 2, after hours of pre-training
+        parser.error(why)
     for task in dict.fromkeys(t.name for t in [*finetuned, *probed]):  # before phase 1
         try:
             check_glue_data_fits(args.data, args.glue_data / task, f"{args.out / 'pretrain'}/*/"
@@ -269,6 +283,39 @@ def _without_source(search: dict) -> dict:
     """A search.json's entries without where they were read from (``"searched_in"``)."""
     return {task: {k: v for k, v in entry.items() if k != "searched_in"}
             for task, entry in search.items()}
+
+
+#: Non-empty lines of each --heldout-text file read before pre-training to find text in it.
+HELDOUT_CHECK_LINES = 10
+
+
+def check_heldout_text(paths: Sequence[Path]) -> Optional[str]:
+    """Why ``--heldout-text`` cannot be read for phase 2's contextual score (None: it can):
+    a file that does not exist, a directory, or one whose first :data:`HELDOUT_CHECK_LINES`
+    non-empty lines hold no sentence as phase 2 reads them
+    (:func:`taco_fairseq.analysis.sentences.read_sentences`: empty, blank or markup only,
+    not UTF-8, not decompressible); a large ``.xz`` is not read to its end."""
+    from taco_fairseq.analysis.sentences import read_sentences
+
+    absent = [str(f) for f in paths if not f.exists()]
+    if absent:
+        return (f"--heldout-text: no such file: {', '.join(absent)} (a relative path is read "
+                f"from {Path.cwd()})")
+    for path in paths:
+        if path.is_dir():
+            return (f"--heldout-text {path}: a directory, not a file; give text files in it "
+                    "(plain, .xz or .gz)")
+        try:
+            found = next(read_sentences(path, max_lines=HELDOUT_CHECK_LINES), None)
+        except (OSError, ValueError) as e:
+            problem = str(e).removeprefix(f"{path}: ")
+        else:
+            if found is not None:
+                continue
+            problem = "no text found"
+        return (f"--heldout-text {path}: {problem}; give a file of raw text not seen in "
+                "pre-training")
+    return None
 
 
 def check_search(options: StudyOptions, source: Path, parser, copy: bool = True) -> None:
@@ -324,7 +371,8 @@ def machine() -> str:
 def main(argv=None) -> None:
     """taco-compare (module doc): the phases, or with ``--report-only`` none, then the report.
     Exits with a one-line error (SystemExit) on options that do not fit, a --out without a
-    study for --report-only, or nothing to report yet."""
+    study for --report-only or --report-only options that differ from the study's recorded
+    command (:func:`check_recorded_study`), or nothing to report yet."""
     argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
     # force: importing fairseq (its wav2vec2_classification) set the root logger to DEBUG
     logging.basicConfig(format=LOG_FORMAT, level=logging.INFO, force=True)
@@ -338,7 +386,12 @@ def main(argv=None) -> None:
     timer = PhaseTimer(options.out)
     recorded = options.out / COMMAND_FILE
     before = recorded.read_text(encoding="utf-8") if recorded.is_file() else None
-    if before is not None:
+    if before is not None and report_only:  # the report is of the recorded study
+        try:
+            check_recorded_study(argv, recorded)
+        except ValueError as e:
+            sys.exit(f"error: {e}")
+    elif before is not None:
         declared = recorded_primary_endpoint(before)
         if declared != options.primary_endpoint:
             sys.exit(f"error: --primary-endpoint {options.primary_endpoint}: {recorded} records "
@@ -397,6 +450,69 @@ def recorded_primary_endpoint(command: str) -> str:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--primary-endpoint", default="glue-average")
     return parser.parse_known_args(own)[0].primary_endpoint
+
+
+def study_values(argv: Sequence[str]) -> Dict[str, List[str]]:
+    """The options of a taco-compare command line as it parses them (defaults filled in, as
+    strings; ``--checkpoint-updates`` sorted, as the study uses them; a flag not given and an
+    option without a value, or with an empty one, left out), and its ``fairseq-train`` options after ``--`` as
+    ``"-- NAME"`` (:func:`taco_fairseq.comparison.pretraining.option_values`). Options a
+    later taco-compare no longer has are left out (they cannot change this one's report).
+
+    Raises:
+        ValueError: ``argv`` does not parse (argparse's message).
+    """
+    own, fairseq_args = split_fairseq_args(argv)
+    parser = build_parser()
+
+    def error(message):
+        raise ValueError(message)
+
+    parser.error = error  # argparse's own errors call it (instead of printing and exiting)
+    args = parser.parse_known_args(own)[0]
+    values = {}
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if (not action.option_strings or action.dest == "help" or value is None
+                or value is False or value in ("", [])):
+            continue
+        if action.dest == "checkpoint_updates":
+            value = sorted(set(value))
+        values[action.option_strings[0]] = (
+            [] if value is True else [str(v) for v in value] if isinstance(value, list)
+            else [str(value)])
+    values.update({f"-- {name}": v for name, v in option_values(fairseq_args).items()})
+    return values
+
+
+def check_recorded_study(argv: Sequence[str], recorded: Path) -> None:
+    """A ``--report-only`` call's options (``argv``) against the command that ran the study
+    (``recorded``, ``OUT/command.txt``): the report is of the recorded study, so every option
+    but those of :data:`REPORT_ONLY_MAY_DIFFER` must be the recorded one (options after ``--``
+    are compared only when ``argv`` gives some: the report reads none of them).
+
+    Raises:
+        ValueError: naming each option that differs (recorded → given) and the recorded
+            command to repeat with ``--report-only``; or ``recorded`` does not parse.
+    """
+    command = recorded.read_text(encoding="utf-8").strip()
+    ran = shlex.split(command)[1:]
+    try:
+        before = study_values(ran)
+    except ValueError as e:
+        raise ValueError(f"{recorded}: not a taco-compare command ({e}): cannot check the "
+                         "options against it; give --out of a taco-compare study") from None
+    now = study_values(argv)
+    if not split_fairseq_args(argv)[1]:
+        before = {k: v for k, v in before.items() if not k.startswith("-- ")}
+    changed = changed_options(before, now, REPORT_ONLY_MAY_DIFFER)
+    if changed:
+        raise ValueError(
+            f"--report-only: {'; '.join(changed)} (recorded in {recorded} → given here): the "
+            "report is of the study that command ran, and these options say what it is; "
+            "repeat the recorded command with --report-only (only --jobs, --cpu and "
+            "--reference may be changed): taco-compare "
+            + shlex.join(["--report-only", *ran]))
 
 
 def command_lines(out: Path, command: str, report_only: bool) -> List[str]:

@@ -201,18 +201,30 @@ def check_same_options(run_dir: Path, args: Sequence[str]) -> None:
     if not started:
         return
     # split as the log line was written (" ".join), so that both sides tokenize alike
-    before, now = _options(started[-1].split(" ")), _options(" ".join(args).split(" "))
-    changed = [f"{name} {' '.join(before.get(name, ['(unset)']))} → "
-               f"{' '.join(now.get(name, ['(unset)']))}"
-               for name in sorted(before.keys() | now.keys())
-               if name != "--user-dir" and before.get(name) != now.get(name)]
+    changed = changed_options(option_values(started[-1].split(" ")),
+                              option_values(" ".join(args).split(" ")), ("--user-dir",))
     if changed:
         raise ValueError(
             f"{run_dir} was pre-trained with other options ({'; '.join(changed)}): give the "
             "options it was started with, or another --out for the new ones")
 
 
-def _options(tokens: Sequence[str]) -> Dict[str, List[str]]:
+def changed_options(before: Dict[str, List[str]], now: Dict[str, List[str]],
+                    may_differ: Sequence[str] = ()) -> List[str]:
+    """Each option whose values differ between ``before`` and ``now`` (option → its values,
+    as :func:`option_values` gives them), but those of ``may_differ``, as ``"NAME BEFORE →
+    NOW"`` in the order of the names (``(unset)``: not given; ``(set)``: a flag given); the
+    one comparison of a run's options with the options it was started with, here for
+    ``fairseq-train`` and in ``taco-compare --report-only`` for the recorded command."""
+    def shown(values: Optional[List[str]]) -> str:
+        return "(unset)" if values is None else " ".join(values) or "(set)"
+
+    return [f"{name} {shown(before.get(name))} → {shown(now.get(name))}"
+            for name in sorted(before.keys() | now.keys())
+            if name not in may_differ and before.get(name) != now.get(name)]
+
+
+def option_values(tokens: Sequence[str]) -> Dict[str, List[str]]:
     """``fairseq-train`` arguments → option → its values (the data-bin under ``""``)."""
     options, name = {}, ""
     for token in tokens:

@@ -663,7 +663,11 @@ def reference_section(measured: MeasureTable, table: Optional[ScoreTable],
     fine-tuned task both have) at each update count both have, this study's value, the
     reference's and the difference, over the pre-training seeds both have (:func:`paired_test`
     pairs them). A description, no test: two --out differ in more than one setting, and a
-    control has one pre-training seed."""
+    control has one pre-training seed. This study's values are taken as its own CSVs would
+    hold them (:func:`as_written`, as the reference's are), so that identical runs differ by
+    0, not by a rounding error shown as ``-0.0000``."""
+    measured = measured.mapped(as_written)
+    table = table.mapped(as_written) if table is not None else None
     theirs = MeasureTable(reference.measures)
     their_table = ScoreTable(reference.scores) if reference.scores else None
     files = "checkpoints.csv" + (" and summary.csv" if their_table is not None else "")
@@ -820,4 +824,11 @@ def _num(value) -> str:
 
 
 def _text(value) -> str:
+    """A cell of ``summary.csv`` and ``checkpoints.csv``: a float with 4 decimals."""
     return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def as_written(value: float) -> float:
+    """``value`` as ``summary.csv`` and ``checkpoints.csv`` hold it (:func:`_text`: 4
+    decimals); not-finite values as they are."""
+    return float(_text(float(value))) if math.isfinite(value) else value

@@ -254,6 +254,15 @@ class ScoreTable:
             if all((p, f) in runs for p in self.pretrain_seeds for f in self.seeds)
         }
 
+    def mapped(self, function) -> "ScoreTable":
+        """A copy with ``function(score)`` (float → float) for every score, e.g. rounded as a
+        CSV stores it."""
+        copy = object.__new__(ScoreTable)
+        copy.__dict__.update(self.__dict__)
+        copy._cells = {key: np.vectorize(function, otypes=[float])(cell)
+                       for key, cell in self._cells.items()}
+        return copy
+
     def cell(self, objective: str, updates: int, task: str) -> Optional[np.ndarray]:
         """``[pretrain seeds, seeds]`` scores, or None when a run is missing."""
         return self._cells.get((objective, updates, task))
@@ -314,6 +323,15 @@ class MeasureTable:
                 if _finite(r.get(k)):
                     self._values.setdefault((k, r["objective"], r["updates"]), {})[
                         r["pretrain_seed"]] = float(r[k])
+
+    def mapped(self, function) -> "MeasureTable":
+        """A copy with ``function(value)`` (float → float) for every value, e.g. rounded as a
+        CSV stores it."""
+        copy = object.__new__(MeasureTable)
+        copy.__dict__.update(self.__dict__)
+        copy._values = {key: {seed: function(v) for seed, v in values.items()}
+                        for key, values in self._values.items()}
+        return copy
 
     def values(self, key: str, objective: str, updates: int) -> Dict[int, float]:
         """``{pretrain seed: value}`` (empty when not measured)."""

@@ -995,8 +995,14 @@ def test_report_only_refuses_options_that_differ_from_the_recorded_study(
     assert str(error.value) == (
         f"--report-only: {change} (recorded in {recorded} → given here): the report is of the "
         "study that command ran, and these options say what it is; repeat the recorded command "
-        "with --report-only (only --jobs, --cpu and --reference may be changed): taco-compare "
-        + shlex.join(["--report-only", *ran]))
+        "with --report-only (only the paths, --jobs, --cpu and --reference may be changed): "
+        "taco-compare " + shlex.join(["--report-only", *ran]))
+    # a copy of the study: the command to repeat names the --out given, not the recorded one
+    with pytest.raises(ValueError) as error:
+        compare.check_recorded_study(["--report-only", *_replaced(given, "--out", "copy")],
+                                     recorded)
+    repeat = shlex.split(str(error.value).rsplit(": taco-compare ", 1)[1])
+    assert repeat[repeat.index("--out") + 1] == "copy" and str(tmp_path / "out") not in repeat
 
 
 def test_report_only_of_a_taco_only_study_without_its_objectives_is_refused(tmp_path):

@@ -510,9 +510,21 @@ def check_recorded_study(argv: Sequence[str], recorded: Path) -> None:
         raise ValueError(
             f"--report-only: {'; '.join(changed)} (recorded in {recorded} → given here): the "
             "report is of the study that command ran, and these options say what it is; "
-            "repeat the recorded command with --report-only (only --jobs, --cpu and "
+            "repeat the recorded command with --report-only (only the paths, --jobs, --cpu and "
             "--reference may be changed): taco-compare "
-            + shlex.join(["--report-only", *ran]))
+            + shlex.join(["--report-only", *_with_out(ran, argv)]))
+
+
+def _with_out(ran: Sequence[str], argv: Sequence[str]) -> List[str]:
+    """The recorded command ``ran`` with the ``--out`` of ``argv`` (the study being reported,
+    perhaps a copy), so that repeating it cannot write into the recorded directory."""
+    given = build_parser().parse_args(split_fairseq_args(argv)[0]).out
+    own, fairseq_args = split_fairseq_args(ran)
+    command = [f"--out={given}" if a.startswith("--out=") else a for a in own]
+    for i, a in enumerate(command[:-1]):
+        if a == "--out":
+            command[i + 1] = str(given)
+    return [*command, *(["--", *fairseq_args] if fairseq_args else [])]
 
 
 def command_lines(out: Path, command: str, report_only: bool) -> List[str]:

@@ -12,12 +12,12 @@ OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates, per tas
 paired difference over pre-training seeds with 95% t-intervals, speed-up). The report opens
 with the --primary-endpoint, declared before the runs; every other verdict is exploratory and
 Holm-corrected. OUT/command.txt records the command that ran the phases, for the report of a
-later --report-only call, which must give its options: the report of what exists so far (before any fine-tuning has
-finished, of the checkpoint measures, with their tests; the fine-tuning sections say that none
-has finished). --reference REF_OUT adds a description (no test) of this study's runs against
-another study's at equal updates and pre-training seed, from REF_OUT/checkpoints.csv (and
-summary.csv): e.g. a control that trains --objectives taco only against the study it varies.
-Run it again and it continues:
+later --report-only call, which must give its options: the report of what exists so far
+(before any fine-tuning has finished, of the checkpoint measures, with their tests; the
+fine-tuning sections say that none has finished). --reference REF_OUT adds a description
+(no test) of this study's runs against another study's at equal updates and pre-training
+seed, from REF_OUT/checkpoints.csv (and summary.csv): e.g. a control that trains
+--objectives taco only against the study it varies. Run it again and it continues:
 pre-training from checkpoint_last.pt, finished fine-tunings skipped. Options after `--` go to
 every pre-training fairseq-train call (not those the comparison sets itself, such as --seed).
 
@@ -279,12 +279,6 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     return options, args.report_only
 
 
-def _without_source(search: dict) -> dict:
-    """A search.json's entries without where they were read from (``"searched_in"``)."""
-    return {task: {k: v for k, v in entry.items() if k != "searched_in"}
-            for task, entry in search.items()}
-
-
 #: Non-empty lines of each --heldout-text file read before pre-training to find text in it.
 HELDOUT_CHECK_LINES = 10
 
@@ -316,6 +310,12 @@ def check_heldout_text(paths: Sequence[Path]) -> Optional[str]:
         return (f"--heldout-text {path}: {problem}; give a file of raw text not seen in "
                 "pre-training")
     return None
+
+
+def _without_source(search: dict) -> dict:
+    """A search.json's entries without where they were read from (``"searched_in"``)."""
+    return {task: {k: v for k, v in entry.items() if k != "searched_in"}
+            for task, entry in search.items()}
 
 
 def check_search(options: StudyOptions, source: Path, parser, copy: bool = True) -> None:
@@ -455,9 +455,10 @@ def recorded_primary_endpoint(command: str) -> str:
 def study_values(argv: Sequence[str]) -> Dict[str, List[str]]:
     """The options of a taco-compare command line as it parses them (defaults filled in, as
     strings; ``--checkpoint-updates`` sorted, as the study uses them; a flag not given and an
-    option without a value, or with an empty one, left out), and its ``fairseq-train`` options after ``--`` as
-    ``"-- NAME"`` (:func:`taco_fairseq.comparison.pretraining.option_values`). Options a
-    later taco-compare no longer has are left out (they cannot change this one's report).
+    option without a value, or with an empty one, left out), and its ``fairseq-train``
+    options after ``--`` as ``"-- NAME"``
+    (:func:`taco_fairseq.comparison.pretraining.option_values`). Options a later taco-compare
+    no longer has are left out (they cannot change this one's report).
 
     Raises:
         ValueError: ``argv`` does not parse (argparse's message).
@@ -512,13 +513,12 @@ def check_recorded_study(argv: Sequence[str], recorded: Path) -> None:
             "report is of the study that command ran, and these options say what it is; "
             "repeat the recorded command with --report-only (only the paths, --jobs, --cpu and "
             "--reference may be changed): taco-compare "
-            + shlex.join(["--report-only", *_with_out(ran, argv)]))
+            + shlex.join(["--report-only", *_with_out(ran, now["--out"][0])]))
 
 
-def _with_out(ran: Sequence[str], argv: Sequence[str]) -> List[str]:
-    """The recorded command ``ran`` with the ``--out`` of ``argv`` (the study being reported,
+def _with_out(ran: Sequence[str], given: str) -> List[str]:
+    """The recorded command ``ran`` with the ``--out`` ``given`` (the study being reported,
     perhaps a copy), so that repeating it cannot write into the recorded directory."""
-    given = build_parser().parse_args(split_fairseq_args(argv)[0]).out
     own, fairseq_args = split_fairseq_args(ran)
     command = [f"--out={given}" if a.startswith("--out=") else a for a in own]
     for i, a in enumerate(command[:-1]):

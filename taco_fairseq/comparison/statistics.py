@@ -44,6 +44,7 @@ shown but never compared.
 """
 
 import math
+from copy import copy as shallow_copy
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -257,8 +258,7 @@ class ScoreTable:
     def mapped(self, function) -> "ScoreTable":
         """A copy with ``function(score)`` (float → float) for every score, e.g. rounded as a
         CSV stores it."""
-        copy = object.__new__(ScoreTable)
-        copy.__dict__.update(self.__dict__)
+        copy = shallow_copy(self)
         copy._cells = {key: np.vectorize(function, otypes=[float])(cell)
                        for key, cell in self._cells.items()}
         return copy
@@ -327,8 +327,7 @@ class MeasureTable:
     def mapped(self, function) -> "MeasureTable":
         """A copy with ``function(value)`` (float → float) for every value, e.g. rounded as a
         CSV stores it."""
-        copy = object.__new__(MeasureTable)
-        copy.__dict__.update(self.__dict__)
+        copy = shallow_copy(self)
         copy._values = {key: {seed: function(v) for seed, v in values.items()}
                         for key, values in self._values.items()}
         return copy

@@ -16,6 +16,7 @@ from taco_fairseq.analysis.wordsim import (
     read_pair_list,
 )
 from taco_fairseq.cli.argtypes import positive_int
+from taco_fairseq.logs import configure_logging
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ def run_command(parser: argparse.ArgumentParser, analysis, argv=None):
     """Parse ``argv``, set up logging and return ``analysis(args)``; a missing file or bad
     input (``FileNotFoundError``, ``ValueError``) exits with the usage and the message."""
     args = parser.parse_args(argv)
-    logging.basicConfig(format="%(levelname)s | %(message)s", level=logging.INFO, force=True)
+    configure_logging()
     try:
         return args, analysis(args)
     except (FileNotFoundError, ValueError) as e:

@@ -30,7 +30,6 @@ Example (a toy run on the CPU; docs/results.md has the study's command):
 
 import argparse
 import json
-import logging
 import os
 import platform
 import shlex
@@ -50,7 +49,6 @@ from taco_fairseq.comparison.report import (
 )
 from taco_fairseq.comparison.statistics import PRIMARY_ENDPOINTS, PrimaryEndpoint, ScoreTable
 from taco_fairseq.comparison.study import (
-    LOG_FORMAT,
     PhaseTimer,
     StudyOptions,
     finetune_all,
@@ -72,6 +70,7 @@ from taco_fairseq.glue.recipes import Hyperparameters, default_point
 from taco_fairseq.glue.runner import check_fairseq_args, check_given_once
 from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
+from taco_fairseq.logs import configure_logging
 from taco_fairseq.prep.pretraining import INFO_FILE
 
 #: What a study's --out holds once taco-compare has run there (the phases' files: study.py).
@@ -375,7 +374,7 @@ def main(argv=None) -> None:
     command (:func:`check_recorded_study`), or nothing to report yet."""
     argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
     # force: importing fairseq (its wav2vec2_classification) set the root logger to DEBUG
-    logging.basicConfig(format=LOG_FORMAT, level=logging.INFO, force=True)
+    configure_logging()
     options, report_only = parse_options(argv)
     if report_only:  # before anything is written
         why = no_study(options.out)

@@ -17,7 +17,6 @@ Examples (from the repository root):
 """
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from taco_fairseq.hf_export.check_text import read_check_lines
 from taco_fairseq.hf_export.export import export_to_transformers
 from taco_fairseq.hf_export.parity import DEFAULT_ATOL, ParityError
 from taco_fairseq.hub import CHECKPOINT_NAMES, resolve_checkpoint
+from taco_fairseq.logs import configure_logging
 
 #: Default check text: held-out Wikipedia articles and WikiText-2 test (../shared next to
 #: the repository), when present.
@@ -84,11 +84,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if not args.check_text:
         parser.error("no check text found in ../shared/data/corpus; pass --check-text FILE")
-    logging.basicConfig(
-        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-        level=logging.INFO,
-        force=True,
-    )
+    configure_logging()
     try:
         checkpoint = resolve_checkpoint(args.checkpoint)
         if args.checkpoint.is_dir():

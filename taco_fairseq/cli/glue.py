@@ -19,7 +19,6 @@ Examples:
 """
 
 import argparse
-import logging
 import random
 import shlex
 import sys
@@ -35,6 +34,7 @@ from taco_fairseq.glue.pretrained import PretrainedCheckpoint
 from taco_fairseq.glue.recipes import Hyperparameters, default_point, grid
 from taco_fairseq.glue.runner import check_checkpoints, fairseq_train_args, plan_runs, run_all
 from taco_fairseq.glue.summary import collect_results, write_summary
+from taco_fairseq.logs import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,8 +95,7 @@ def grid_points(args) -> list:
 def main(argv=None) -> None:
     own, fairseq_args = split_fairseq_args(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(own)
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                        level=logging.INFO, force=True)
+    configure_logging()
     try:
         checkpoints = [PretrainedCheckpoint.parse(spec) for spec in args.checkpoints]
         runs = plan_runs(checkpoints, selected_tasks(args), args.seeds, grid_points(args))

@@ -7,12 +7,12 @@ Needs internet access. Example:
 """
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from taco_fairseq.glue.download import download_glue
 from taco_fairseq.glue.tasks import TASKS
+from taco_fairseq.logs import configure_logging
 
 
 def main(argv=None) -> None:
@@ -26,8 +26,7 @@ def main(argv=None) -> None:
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds per connection attempt (default: %(default)s)")
     args = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO,
-                        force=True)
+    configure_logging()
     try:
         for path in download_glue(args.data_dir, args.tasks, timeout=args.timeout):
             print(f"downloaded {path}")

@@ -6,12 +6,12 @@ Example:
 """
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from taco_fairseq.glue.submission import best_runs, write_submission
 from taco_fairseq.glue.summary import collect_results
+from taco_fairseq.logs import configure_logging
 
 
 def main(argv=None) -> None:
@@ -21,8 +21,7 @@ def main(argv=None) -> None:
     parser.add_argument("--output-dir", type=Path, required=True)
     parser.add_argument("--cpu", action="store_true", help="predict on the CPU")
     args = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO,
-                        force=True)
+    configure_logging()
     try:
         best = best_runs(collect_results(args.runs), args.checkpoint)
         for task, result in best.items():

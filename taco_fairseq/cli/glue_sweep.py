@@ -13,7 +13,6 @@ taco-glue's (finished ones are skipped). Options after `--` go to fairseq-train.
 """
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from taco_fairseq.glue.sweep import (
     sweep_curves,
     write_sweep_csv,
 )
+from taco_fairseq.logs import configure_logging
 
 
 def _labeled_dir(text: str):
@@ -55,8 +55,7 @@ def main(argv=None) -> None:
                         help="label of the run the speedups are relative to (default: MLM)")
     add_runner_options(parser)
     args = parser.parse_args(own)
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                        level=logging.INFO, force=True)
+    configure_logging()
     runs_by_label = dict(args.run)
     if len(runs_by_label) < len(args.run):
         labels = [label for label, _ in args.run]

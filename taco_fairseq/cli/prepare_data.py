@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from taco_fairseq.cli.argtypes import fraction, positive_int, seed
+from taco_fairseq.logs import configure_logging
 from taco_fairseq.prep.pretraining import (
     VALID_DOCS_WARN_SHARE,
     PrepareOptions,
@@ -142,11 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> None:
     """Parse ``argv`` and prepare the data; exits with status 1 and a message on bad input."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-        level=logging.INFO,
-        force=True,
-    )
+    configure_logging()
     options = PrepareOptions(
         destdir=args.destdir,
         train=args.train,

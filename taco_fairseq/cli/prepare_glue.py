@@ -12,7 +12,6 @@ Example (the five GLUE tasks in ../shared, with the quick start's data-bin):
 """
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from taco_fairseq.cli.argtypes import positive_int
 from taco_fairseq.glue.tasks import TASKS
 from taco_fairseq.glue.databin import GluePrepOptions, MalformedRowsError, prepare_glue
+from taco_fairseq.logs import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,8 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> None:
     """Parse ``argv`` and prepare; exits with status 1 and a message on bad input."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                        level=logging.INFO, force=True)
+    configure_logging()
     options = GluePrepOptions(
         glue_dir=args.glue_dir, pretraining_data=args.pretraining_data,
         checkpoint=args.checkpoint, destdir=args.destdir,

@@ -38,6 +38,7 @@ from ..glue.pretrained import PretrainedCheckpoint
 from ..glue.recipes import Hyperparameters
 from ..glue.runner import FinetuneRun, RunnerOptions, run_all
 from ..glue.tasks import get_task
+from ..logs import configure_logging
 from .pretraining import (
     PretrainRun,
     PretrainSettings,
@@ -49,9 +50,6 @@ from .pretraining import (
 from .statistics import Score
 
 logger = logging.getLogger(__name__)
-
-#: The log format of taco-compare, its phase-2 worker processes included.
-LOG_FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"
 
 _CHECKPOINT_NAME = re.compile(r"^(.+)-seed(\d+)@(\d+)$")
 
@@ -281,7 +279,7 @@ def _start_worker(options: StudyOptions) -> None:
     """A phase-2 worker process's start: it logs as the command does (its stderr is the
     command's) and keeps the held-out inputs of ``options`` for its units."""
     global _worker_inputs
-    logging.basicConfig(format=LOG_FORMAT, level=logging.INFO)
+    configure_logging()
     _worker_inputs = _Inputs(options)
 
 

@@ -249,7 +249,7 @@ def test_corrupted_weight_fails_export_loudly(trained_checkpoint, monkeypatch, c
     monkeypatch.setattr(export, "to_transformers", corrupted)
     from taco_fairseq.cli import export_hf as cli
 
-    monkeypatch.setattr(cli.logging, "basicConfig", lambda **kwargs: None)  # keep pytest's
+    monkeypatch.setattr(cli, "configure_logging", lambda: None)  # keep pytest's handlers
     out = tmp_path / "hf"
     with pytest.raises(SystemExit) as exit_info:
         cli.main([str(trained_checkpoint), str(out), "--check-lines", "20"])

@@ -1,5 +1,7 @@
 """Write the validation masked-LM loss (bits per masked token) of every control's pre-training
-runs over updates, from their fairseq logs, to controls/validation.csv beside this file.
+runs over updates, from their fairseq logs, to controls/validation.csv beside this file. The
+rows of a control whose runs are not under OUT (a run directory lost with an earlier session's
+machine) are kept from the file as it was.
 
     .venv/bin/python docs/results/study5/validation.py [OUT]   # OUT: run.sh's (default /work/study)
 """
@@ -16,6 +18,11 @@ for run_dir in sorted((out / "controls").glob("*/pretrain/*-seed*")):
     for updates, loss in sorted(validation_losses(run_dir).items()):
         rows.append((control, objective[0], objective[1], updates, f"{loss:.3f}"))
 target = Path(__file__).parent / "controls" / "validation.csv"
+measured = {row[0] for row in rows}
+if target.is_file():
+    with open(target, newline="") as f:
+        kept = [tuple(r.values()) for r in csv.DictReader(f) if r["control"] not in measured]
+    rows = sorted(kept + rows, key=lambda r: (r[0], r[1], int(r[2]), int(r[3])))
 with open(target, "w", newline="") as f:
     writer = csv.writer(f)
     writer.writerow(["control", "objective", "pretrain_seed", "updates", "valid_mlm_loss"])

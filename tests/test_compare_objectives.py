@@ -705,7 +705,7 @@ def test_the_primary_endpoint_is_declared_once_per_study(monkeypatch, tmp_path, 
     (["--probe-tasks", "SST-2", "--no-probes"], "--probe-tasks with --no-probes"),
     # could never be measured: refused before any run (a fresh user's study ran to the end)
     (["--no-probes", "--primary-endpoint", "probe-average"],
-     "--primary-endpoint probe-average with --no-probes"),
+     "--primary-endpoint probe-average without probes (--no-probes"),
 ])
 def test_contradictory_probe_options_are_an_error(tmp_path, capsys, options, message):
     from taco_fairseq.cli import compare
@@ -752,7 +752,8 @@ def test_final_tasks_alone_are_a_study_finetuned_at_the_last_checkpoint(monkeypa
          "checkpoint) or --tasks TASK... (at every checkpoint); the primary endpoint "
          "(--primary-endpoint glue-average, the default) is their average"),
     (["--tasks"], "neither --tasks nor --final-tasks: give --final-tasks TASK..."),
-    (["--primary-endpoint", "probe-average"], "neither --tasks nor --final-tasks: give"),
+    (["--primary-endpoint", "probe-average"], "--primary-endpoint probe-average without "
+     "probes (--no-probes, or neither --probe-tasks nor fine-tuned tasks)"),
 ])
 def test_no_finetuned_task_is_an_error_in_one_line(tmp_path, capsys, extra, message):
     from taco_fairseq.cli import compare
@@ -856,7 +857,7 @@ def test_the_heldout_sentences_are_encoded_once_and_the_rows_are_unchanged(
     real = contextual_score.encode_sentences
     monkeypatch.setattr(contextual_score, "encode_sentences",
                         lambda hub, sentences: encodings.append(1) or real(hub, sentences))
-    inputs = study._Inputs(options)
+    inputs = study.MeasureInputs(options)
     rows = [study._measure(options, study.StudyCheckpoint(PretrainRun("taco", 1), u, path),
                            ["contextual", "attention"], inputs) for u in (10, 20)]
     assert len(encodings) == 1 and rows[0] == rows[1]

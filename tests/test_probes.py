@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from taco_fairseq.analysis.batching import length_batches
 from taco_fairseq.glue.probes import (
     PROBE_TASKS,
     ProbeOptions,
     _head_weights,
-    length_batches,
     mean_states,
     neighbour_attention,
     probe_tasks,

@@ -21,6 +21,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from ..diagnostics import ContextPairs, cosine, pair_sums, sample_context_pairs
+from .batching import pad
 
 
 def _dot(flat: Tensor, index: Tensor) -> Tensor:
@@ -205,7 +206,7 @@ def contextual_score(
     with torch.no_grad():
         for start, end in tqdm(list(zip(starts, ends)), desc=progress, disable=progress is None):
             batch = [sentences[i] for i in order[start:end].tolist()]
-            tokens = _pad(batch, dictionary.pad()).to(device)
+            tokens = pad(batch, dictionary.pad()).to(device)
             states, _ = model(tokens, features_only=True)
             valid = ~torch.isin(tokens, excluded)
             sums = pair_measure_sums(states, sample_context_pairs(valid, generator), measures)
@@ -213,11 +214,6 @@ def contextual_score(
     row = summarize(total)
     row["sentences"] = len(sentences)
     return row
-
-
-def _pad(sequences: List[Tensor], pad: int) -> Tensor:
-    """``[batch, longest]`` right-padded."""
-    return torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True, padding_value=pad)
 
 
 def score_checkpoints(

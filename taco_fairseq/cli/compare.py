@@ -49,6 +49,7 @@ from taco_fairseq.comparison.report import (
 )
 from taco_fairseq.comparison.statistics import PRIMARY_ENDPOINTS, PrimaryEndpoint, ScoreTable
 from taco_fairseq.comparison.study import (
+    MeasureInputs,
     PhaseTimer,
     StudyOptions,
     finetune_all,
@@ -109,7 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--max-update", type=positive(int), required=True,
                        help="updates of each run; the learning rate decays to 0 there")
     group.add_argument("--checkpoint-updates", nargs="+", type=positive(int), required=True,
-                       metavar="N", help="update counts whose checkpoints are fine-tuned")
+                       metavar="N", help="update counts whose checkpoints are measured and "
+                       "fine-tuned")
+    group.add_argument("--objective-max-update", nargs="+", default=[], metavar="OBJECTIVE=N",
+                       help="stop these objectives' runs at N updates (one of "
+                       "--checkpoint-updates) on the schedule of --max-update, whose learning "
+                       "rate they share: e.g. taco=7000 with --max-update 20000 compares TACO's "
+                       "7,000 updates with MLM's 20,000, as the paper's speed-up does")
     group.add_argument("--tokens-per-sample", type=positive(int), default=128, help="default: 128")
     group.add_argument("--batch-size", type=positive(int), default=32,
                        help="sequences per update and worker (default: 32)")
@@ -125,8 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--final-tasks", nargs="+", default=[], metavar="TASK",
                        help="fine-tuned at the last checkpoint only; without --tasks the "
                        "fine-tuned GLUE average is over these at the last checkpoint")
-    group.add_argument("--seeds", nargs="+", type=seed, required=True, metavar="S",
-                       help="fine-tuning seeds")
+    group.add_argument("--seeds", nargs="+", type=seed, metavar="S",
+                       help="fine-tuning seeds (needed with --tasks or --final-tasks)")
     group.add_argument("--finetune-lr", nargs="+", type=positive(float), default=[small.lr],
                        metavar="LR", help="several: searched at the last checkpoint of the first "
                        "--pretrain-seeds, the same for every objective (default: %(default)s)")
@@ -160,13 +167,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="at most N training examples per probed task, a seeded uniform "
                        "subsample (default: all)")
     group.add_argument("--no-probes", action="store_true", help="no probes")
+    group.add_argument("--conllu-train", type=Path, metavar="CONLLU",
+                       help="a CoNLL-U treebank the part-of-speech probe is trained on (e.g. "
+                       "../shared/data/ud-english-ewt/en_ewt-ud-dev.conllu); with "
+                       "--conllu-test (default: no part-of-speech probe)")
+    group.add_argument("--conllu-test", type=Path, metavar="CONLLU",
+                       help="the CoNLL-U treebank it is scored on (e.g. en_ewt-ud-test.conllu)")
+    group = parser.add_argument_group("masked-LM loss on held-out text, at every checkpoint and "
+                                      "the initialization")
+    group.add_argument("--heldout-mlm-text", nargs="+", default=[], metavar="NAME=FILE",
+                       help="raw text (plain, .xz or .gz) whose masked-LM loss is measured as "
+                       "mlm_loss_NAME, bits per masked token, e.g. wikitext2=../shared/data/"
+                       "corpus/wikitext-2-raw/wiki.test.raw.xz (default: none)")
     parser.add_argument("--primary-endpoint", choices=PRIMARY_ENDPOINTS, default="glue-average",
                         help="the one comparison the report tests without correction, declared "
                         "before the runs: glue-average (the fine-tuned GLUE average at the last "
                         "checkpoint over --tasks, or over --final-tasks without --tasks: the "
-                        "paper's claim) or probe-average (the "
-                        "average of the frozen-encoder linear probes at the last checkpoint); "
-                        "every other verdict is exploratory (default: %(default)s)")
+                        "paper's claim), probe-average (the average of the frozen-encoder "
+                        "linear probes) or pos-ambiguous (the part-of-speech probe's accuracy "
+                        "on ambiguous words), each at each objective's last checkpoint; every "
+                        "other verdict is exploratory (default: %(default)s)")
     parser.add_argument("--jobs", type=positive(int), default=1,
                         help="pre-trainings, checkpoint measures and fine-tunings side by "
                         "side; on the CPU each gets cores/jobs threads")
@@ -197,27 +217,40 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         for option in ("--objectives", "--pretrain-seeds", "--seeds", "--finetune-lr",
                        "--finetune-epochs"):
             check_given_once(option, getattr(args, option[2:].replace("-", "_")))
-        if not args.tasks and not args.final_tasks:
+        if not args.tasks and not args.final_tasks and args.primary_endpoint == "glue-average":
             raise ValueError(
                 "neither --tasks nor --final-tasks: give --final-tasks TASK... (fine-tuned at "
-                "the last checkpoint) or --tasks TASK... (at every checkpoint)"
-                + ("; the primary endpoint (--primary-endpoint glue-average, the default) is "
-                   "their average" if args.primary_endpoint == "glue-average" else ""))
+                "the last checkpoint) or --tasks TASK... (at every checkpoint); the primary "
+                "endpoint (--primary-endpoint glue-average, the default) is their average "
+                "(without fine-tuning, declare a probe's primary endpoint)")
+        if (args.tasks or args.final_tasks) and not args.seeds:
+            raise ValueError("--tasks/--final-tasks without --seeds: give the fine-tuning "
+                             "seeds, e.g. --seeds 1 2 3")
         finetuned = get_tasks([*args.tasks, *args.final_tasks])
         if args.no_probes and args.probe_tasks:
             raise ValueError("--probe-tasks with --no-probes: give one of them")
         probed = ([] if args.no_probes else get_tasks(args.probe_tasks) if args.probe_tasks
                   else finetuned)
         if args.primary_endpoint == "probe-average" and not probed:
-            raise ValueError("--primary-endpoint probe-average with --no-probes: the primary "
-                             "endpoint would never be measured; drop --no-probes or declare "
-                             "--primary-endpoint glue-average")
+            raise ValueError("--primary-endpoint probe-average without probes (--no-probes, or "
+                             "neither --probe-tasks nor fine-tuned tasks): the primary endpoint "
+                             "would never be measured; give --probe-tasks TASK... or declare "
+                             "another --primary-endpoint")
+        if (args.conllu_train is None) != (args.conllu_test is None):
+            raise ValueError("--conllu-train and --conllu-test go together: the probe is "
+                             "trained on one treebank and scored on the other")
+        if args.primary_endpoint == "pos-ambiguous" and args.conllu_train is None:
+            raise ValueError("--primary-endpoint pos-ambiguous without --conllu-train/"
+                             "--conllu-test: the primary endpoint would never be measured")
+        mlm_texts = named_files(args.heldout_mlm_text, "--heldout-mlm-text")
         caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
                                  "--tasks or --final-tasks")
         check_fairseq_args(caps, shlex.split(args.finetune_options))
         settings = PretrainSettings(
             data=args.data, arch=args.arch, max_update=args.max_update,
             checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),
+            objective_max_update=objective_max_updates(args.objective_max_update,
+                                                       args.objectives),
             tokens_per_sample=args.tokens_per_sample, batch_size=args.batch_size,
             update_freq=args.update_freq, lr=args.lr,
             warmup_updates=(args.warmup_updates if args.warmup_updates is not None
@@ -238,9 +271,19 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     if not (args.data / "dict.txt").is_file():
         parser.error(f"--data {args.data}: no dict.txt (prepare it with "
                      "taco-prepare-data)")
-    why = check_heldout_text(args.heldout_text)
+    why = check_heldout_text(args.heldout_text) or check_heldout_text(
+        [path for _, path in mlm_texts], "--heldout-mlm-text")
     if why:  # read in phase 2, after hours of pre-training
         parser.error(why)
+    if args.conllu_train is not None:  # read now, not after hours of pre-training
+        from taco_fairseq.analysis.conllu import CoNLLUError, read_conllu
+
+        for option, path in (("--conllu-train", args.conllu_train),
+                             ("--conllu-test", args.conllu_test)):
+            try:
+                read_conllu(path)
+            except (FileNotFoundError, CoNLLUError) as e:
+                parser.error(f"{option}: {e}")
     for task in dict.fromkeys(t.name for t in [*finetuned, *probed]):  # before phase 1
         try:
             check_glue_data_fits(args.data, args.glue_data / task, f"{args.out / 'pretrain'}/*/"
@@ -254,14 +297,15 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         tasks=[t.name for t in get_tasks(args.tasks)],
         final_tasks=[t.name for t in get_tasks(args.final_tasks)] if args.final_tasks else [],
         primary_endpoint=args.primary_endpoint,
-        seeds=args.seeds,
+        seeds=args.seeds or [],
         points=[Hyperparameters(args.finetune_batch_size, lr, epochs)
                 for lr in args.finetune_lr for epochs in args.finetune_epochs],
         max_updates=caps, finetune_args=shlex.split(args.finetune_options),
         heldout_text=args.heldout_text, heldout_sentences=args.heldout_sentences,
         heldout_max_lines=args.heldout_max_lines,
         probe_tasks=list(dict.fromkeys(t.name for t in probed)),
-        probe_max_train=args.probe_max_train, jobs=args.jobs, cpu=args.cpu,
+        probe_max_train=args.probe_max_train, conllu_train=args.conllu_train,
+        conllu_test=args.conllu_test, mlm_texts=mlm_texts, jobs=args.jobs, cpu=args.cpu,
         reference=args.reference,
     )
     if args.finetune_search_from is not None:
@@ -278,12 +322,55 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     return options, args.report_only
 
 
+def objective_max_updates(specs: Sequence[str], objectives: Sequence[str]
+                          ) -> Tuple[Tuple[str, int], ...]:
+    """``--objective-max-update`` entries ``OBJECTIVE=N`` → ``((objective, N), ...)`` in
+    ``objectives``' order.
+
+    Raises:
+        ValueError: an entry is not ``OBJECTIVE=N`` with N >= 1, names an objective not in
+            ``--objectives``, or one twice.
+    """
+    stops: Dict[str, int] = {}
+    for spec in specs:
+        objective, sep, value = spec.partition("=")
+        if not sep or not value.isdigit() or int(value) < 1:
+            raise ValueError(f"--objective-max-update: expected OBJECTIVE=N with N >= 1, got "
+                             f"{spec!r}")
+        if objective not in objectives:
+            raise ValueError(f"--objective-max-update {spec}: {objective} is not among "
+                             f"--objectives {' '.join(objectives)}")
+        if objective in stops:
+            raise ValueError(f"--objective-max-update gives {objective} twice")
+        stops[objective] = int(value)
+    return tuple((o, stops[o]) for o in objectives if o in stops)
+
+
 #: Non-empty lines of each --heldout-text file read before pre-training to find text in it.
 HELDOUT_CHECK_LINES = 10
 
 
-def check_heldout_text(paths: Sequence[Path]) -> Optional[str]:
-    """Why ``--heldout-text`` cannot be read for phase 2's contextual score (None: it can):
+def named_files(specs: Sequence[str], option: str) -> Tuple[Tuple[str, Path], ...]:
+    """``NAME=FILE`` entries → ``((name, path), ...)``; a name is letters, digits, ``-`` and
+    ``_`` (it names a column).
+
+    Raises:
+        ValueError: an entry is not ``NAME=FILE`` with such a name, or a name is given twice.
+    """
+    files: Dict[str, Path] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not path or not name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"{option}: expected NAME=FILE with a NAME of letters, digits, - "
+                             f"and _, got {spec!r}")
+        if name in files:
+            raise ValueError(f"{option} gives {name} twice")
+        files[name] = Path(path)
+    return tuple(files.items())
+
+
+def check_heldout_text(paths: Sequence[Path], option: str = "--heldout-text") -> Optional[str]:
+    """Why ``--heldout-text`` (or ``option``) cannot be read in phase 2 (None: it can):
     a file that does not exist, a directory, or one whose first :data:`HELDOUT_CHECK_LINES`
     non-empty lines hold no sentence as phase 2 reads them
     (:func:`taco_fairseq.analysis.sentences.read_sentences`: empty, blank or markup only,
@@ -292,11 +379,11 @@ def check_heldout_text(paths: Sequence[Path]) -> Optional[str]:
 
     absent = [str(f) for f in paths if not f.exists()]
     if absent:
-        return (f"--heldout-text: no such file: {', '.join(absent)} (a relative path is read "
+        return (f"{option}: no such file: {', '.join(absent)} (a relative path is read "
                 f"from {Path.cwd()})")
     for path in paths:
         if path.is_dir():
-            return (f"--heldout-text {path}: a directory, not a file; give text files in it "
+            return (f"{option} {path}: a directory, not a file; give text files in it "
                     "(plain, .xz or .gz)")
         try:
             found = next(read_sentences(path, max_lines=HELDOUT_CHECK_LINES), None)
@@ -306,7 +393,7 @@ def check_heldout_text(paths: Sequence[Path]) -> Optional[str]:
             if found is not None:
                 continue
             problem = "no text found"
-        return (f"--heldout-text {path}: {problem}; give a file of raw text not seen in "
+        return (f"{option} {path}: {problem}; give a file of raw text not seen in "
                 "pre-training")
     return None
 
@@ -413,8 +500,8 @@ def main(argv=None) -> None:
         sys.exit(f"error: {e}")
     if not measures and not scores:
         sys.exit(f"error: --out {options.out}: nothing to report yet (no checkpoint measured in "
-                 "measures/, no fine-tuning finished in finetune/: the checkpoints are measured "
-                 "once every pre-training has finished; follow pretrain/*/train.log meanwhile)")
+                 "measures/, no fine-tuning finished in finetune/: each checkpoint is measured "
+                 "as soon as it is saved; follow pretrain/*/train.log meanwhile)")
     print("== 5/5 report", flush=True)
     write_report(options, command_lines(options.out, command, report_only), measures, scores,
                  timer.seconds)
@@ -544,18 +631,30 @@ def run_phases(options: StudyOptions, timer: PhaseTimer):
     the dev scores."""
     set_threads(options)
     s = options.settings
+    stops = "".join(f", {o} to {n}" for o, n in s.objective_max_update)
     print(f"== 1/5 pre-training {len(options.runs)} runs "
-          f"({', '.join(r.name for r in options.runs)}) to {s.max_update} updates, "
+          f"({', '.join(r.name for r in options.runs)}) to {s.max_update} updates{stops}, "
           f"{options.jobs} at a time", flush=True)
+    inputs = MeasureInputs(options)
+
+    def measure(found):  # phase 2 beside phase 1: each checkpoint as soon as it is saved
+        measures = measure_checkpoints(options, found, inputs)
+        write_checkpoints_csv(measures, options.out / "checkpoints.csv")
+        print(f"   measured {len(measures)} checkpoints so far "
+              f"({options.out / 'checkpoints.csv'})", flush=True)
+
     with timer.phase("pre-training"):
-        pretrain_all(options)
+        pretrain_all(options, measure)
     found = study_checkpoints(options)
     initial = initial_checkpoints(options)
     print(f"== 2/5 validation loss, contextual score, neighbour attention and probes "
           f"({', '.join(options.probe_tasks) or 'none'}) of {len(found)} checkpoints and "
           f"{len(initial)} initializations", flush=True)
-    with timer.phase("checkpoint measures"):
+    with timer.phase("checkpoint measures"):  # those not measured beside phase 1
         measures = measure_checkpoints(options, [*initial, *found])
+    if not (options.tasks or options.final_tasks):
+        print("== 3/5 and 4/5: no fine-tuning (neither --tasks nor --final-tasks)", flush=True)
+        return measures, []
     reused = {e["searched_in"] for e in read_search(options.out).values() if "searched_in" in e}
     if reused:
         print(f"== 3/5 fine-tuning points from {', '.join(sorted(reused))} (no search)",
@@ -605,7 +704,8 @@ def write_report(options: StudyOptions, command: List[str], measures, scores, ti
            f"{' '.join(options.final_tasks)})."),
     ])
     primary = PrimaryEndpoint(options.primary_endpoint, options.last_updates,
-                              tuple(options.average_tasks), tuple(options.pretrain_seeds))
+                              tuple(options.average_tasks), tuple(options.pretrain_seeds),
+                              options.settings.objective_max_update)
     report = markdown_report(table, measures, baseline, header, timings,
                              read_search(options.out), primary, figures, reference)
     (out / "report.md").write_text(report, encoding="utf-8")

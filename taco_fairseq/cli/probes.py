@@ -1,10 +1,14 @@
 """Frozen-encoder probes of pre-training checkpoints: linear probes on prepared GLUE tasks (mean
 of the last layer, logistic/ridge regression with cross-validated regularization, the official
-dev metric), the unsupervised STS-B (cosine of mean-pooled states) and, with --corpus, the
-attention the model puts on neighbouring tokens; one CSV row per checkpoint (docs/analysis.md).
+dev metric), the unsupervised STS-B (cosine of mean-pooled states), with --conllu-train and
+--conllu-test a part-of-speech probe of every layer (a word's first piece, gold UPOS tags of a
+CoNLL-U treebank) and, with --corpus, the attention the model puts on neighbouring tokens; one
+CSV row per checkpoint (docs/analysis.md).
 
 Example:
     taco-analyze-probes runs/demo/taco runs/demo/mlm --glue-data data-bin/glue \\
+        --conllu-train ../shared/data/ud-english-ewt/en_ewt-ud-dev.conllu \\
+        --conllu-test ../shared/data/ud-english-ewt/en_ewt-ud-test.conllu \\
         --corpus ../shared/data/corpus/wikipedia-en-2015-wikiextractor/AB.txt.xz \\
         --max-lines 3000 --output runs/demo/probes.csv
 """
@@ -18,6 +22,7 @@ from taco_fairseq.analysis.checkpoints import iter_run_checkpoints
 from taco_fairseq.cli.analysis_options import add_run_arguments, run_command
 from taco_fairseq.analysis.contextual_score import encode_sentences
 from taco_fairseq.analysis.figures import write_csv
+from taco_fairseq.analysis.pos_probe import PosProbeData, pos_probe
 from taco_fairseq.glue.probes import (
     PROBE_TASKS,
     ProbeOptions,
@@ -43,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--probe-max-train", type=positive_int, metavar="N",
                         help="at most N training examples per task, a seeded uniform "
                         "subsample (default: all)")
+    parser.add_argument("--conllu-train", type=Path, metavar="CONLLU",
+                        help="a CoNLL-U treebank the part-of-speech probe is trained on, with "
+                        "--conllu-test (default: no part-of-speech probe)")
+    parser.add_argument("--conllu-test", type=Path, metavar="CONLLU",
+                        help="the CoNLL-U treebank it is scored on")
     parser.add_argument("--corpus", nargs="+", type=Path, default=[], metavar="FILE",
                         help="held-out raw text for the neighbour attention (default: not "
                         "measured)")
@@ -60,6 +70,11 @@ def run_probes(args) -> list:
     ``seconds`` (wall time of the checkpoint)."""
     tasks = tuple(t.name for t in get_tasks(args.tasks))
     options = ProbeOptions(tasks=tasks, max_train=args.probe_max_train)
+    if (args.conllu_train is None) != (args.conllu_test is None):
+        raise ValueError("--conllu-train and --conllu-test go together: the part-of-speech "
+                         "probe is trained on one treebank and scored on the other")
+    treebank = (None if args.conllu_train is None
+                else PosProbeData.read(args.conllu_train, args.conllu_test))
     sentences = (sample_sentences(args.corpus, args.sentences, seed=1, max_lines=args.max_lines)
                  if args.corpus else None)
     rows = []
@@ -69,6 +84,8 @@ def run_probes(args) -> list:
         row = {"run": checkpoint.run, "checkpoint": str(checkpoint.path),
                "updates": checkpoint.updates}
         row.update(probe_tasks(checkpoint, args.glue_data, options))
+        if treebank is not None:
+            row.update(pos_probe(checkpoint.hub, treebank))
         if sentences is not None:
             row.update(neighbour_attention(
                 model, encode_sentences(checkpoint.hub, sentences).tokens, dictionary))

@@ -76,6 +76,11 @@ class PretrainSettings:
         arch: fairseq architecture (``roberta_tiny``, ``roberta_small``, ...).
         max_update: updates of every run; the learning rate decays linearly to 0 at it.
         checkpoint_updates: the update counts whose checkpoints are kept and fine-tuned.
+        objective_max_update: (objective, N) pairs: those objectives' runs stop at N updates
+            on the same schedule (fairseq's ``--max-update N --total-num-update
+            max_update``: the learning rate at each update is the other objectives'), the
+            paper's comparison of one objective's earlier checkpoints with the other's later
+            ones (§4.2); N must be among ``checkpoint_updates``.
         tokens_per_sample, batch_size, update_freq: sequence length (tokens) and sequences
             per update (``batch_size × update_freq`` per worker).
         lr: peak learning rate; ``warmup_updates`` its linear warm-up.
@@ -92,6 +97,7 @@ class PretrainSettings:
     arch: str
     max_update: int
     checkpoint_updates: Tuple[int, ...]
+    objective_max_update: Tuple[Tuple[str, int], ...] = ()
     tokens_per_sample: int = 128
     batch_size: int = 32
     update_freq: int = 1
@@ -112,6 +118,15 @@ class PretrainSettings:
         if self.warmup_updates >= self.max_update:
             raise ValueError(f"--warmup-updates {self.warmup_updates} must be below "
                              f"--max-update {self.max_update}")
+        for objective, stop in self.objective_max_update:
+            if stop not in updates:
+                raise ValueError(f"--objective-max-update {objective}={stop}: {stop} is not "
+                                 f"among --checkpoint-updates {' '.join(map(str, updates))}; "
+                                 "add it (its last checkpoint)")
+            if stop >= self.max_update:
+                raise ValueError(f"--objective-max-update {objective}={stop}: not below "
+                                 f"--max-update {self.max_update} (without it the run stops "
+                                 "there)")
         given = [name for name in option_names(self.extra) if name in STUDY_OPTIONS]
         if given:
             raise ValueError(f"{given[0]} after -- would override what taco-compare sets for "
@@ -122,6 +137,15 @@ class PretrainSettings:
     def save_interval(self) -> int:
         """``--save-interval-updates``: the greatest common divisor of the checkpoint updates."""
         return reduce(math.gcd, self.checkpoint_updates)
+
+    def max_update_of(self, objective: str) -> int:
+        """Where ``objective``'s runs stop: its ``objective_max_update``, else ``max_update``."""
+        return dict(self.objective_max_update).get(objective, self.max_update)
+
+    def checkpoint_updates_of(self, objective: str) -> Tuple[int, ...]:
+        """The ``checkpoint_updates`` that ``objective``'s runs reach (ascending)."""
+        stop = self.max_update_of(objective)
+        return tuple(u for u in self.checkpoint_updates if u <= stop)
 
 
 def pretrain_args(run: PretrainRun, settings: PretrainSettings, run_dir: Path) -> List[str]:
@@ -140,7 +164,7 @@ def pretrain_args(run: PretrainRun, settings: PretrainSettings, run_dir: Path) -
         str(s.tokens_per_sample), "--batch-size", str(s.batch_size),
         "--update-freq", str(s.update_freq), "--lr", f"{s.lr:g}",
         "--warmup-updates", str(s.warmup_updates), "--total-num-update", str(s.max_update),
-        "--max-update", str(s.max_update), "--seed", str(run.seed),
+        "--max-update", str(s.max_update_of(run.objective)), "--seed", str(run.seed),
         "--save-dir", str(run_dir / "checkpoints"), "--no-epoch-checkpoints",
         "--save-interval-updates", str(s.save_interval), "--keep-interval-updates", "-1",
         "--validate-interval-updates", str(s.save_interval),
@@ -154,12 +178,12 @@ def checkpoints(run_dir: Path) -> Dict[int, Path]:
     return dict(interval_checkpoints(Path(run_dir) / "checkpoints"))
 
 
-def is_finished(run_dir: Path, settings: PretrainSettings) -> bool:
-    """Whether the run reached ``max_update`` and has every requested checkpoint."""
+def is_finished(run: PretrainRun, settings: PretrainSettings, run_dir: Path) -> bool:
+    """Whether the run reached its last update and has every checkpoint it is to keep."""
     log = Path(run_dir) / TRAIN_LOG
     have = checkpoints(run_dir)
     return (log.is_file() and "done training" in log.read_text(encoding="utf-8", errors="replace")
-            and all(u in have for u in settings.checkpoint_updates))
+            and all(u in have for u in settings.checkpoint_updates_of(run.objective)))
 
 
 def pretrain(run: PretrainRun, settings: PretrainSettings, out_dir: Path,
@@ -177,7 +201,7 @@ def pretrain(run: PretrainRun, settings: PretrainSettings, out_dir: Path,
     """
     run_dir = Path(out_dir) / "pretrain" / run.name
     check_same_options(run_dir, pretrain_args(run, settings, run_dir))
-    if is_finished(run_dir, settings):
+    if is_finished(run, settings, run_dir):
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(run_dir / LOCK_FILE):
@@ -271,13 +295,14 @@ def _train(run: PretrainRun, settings: PretrainSettings, run_dir: Path,
         raise RuntimeError(f"pre-training {run.name} failed (exit code {returncode}); end of "
                            f"{log}:\n{tail}")
     have = checkpoints(run_dir)
-    missing = [u for u in settings.checkpoint_updates if u not in have]
+    kept = settings.checkpoint_updates_of(run.objective)
+    missing = [u for u in kept if u not in have]
     if missing:
         raise RuntimeError(f"pre-training {run.name} ended without the checkpoints of updates "
                            f"{missing} (see {log}); were --max-update or the checkpoint "
                            "updates changed after it started?")
     for updates, path in have.items():
-        if updates not in settings.checkpoint_updates:
+        if updates not in kept:
             path.unlink()
 
 

@@ -17,7 +17,6 @@ from .statistics import (
     ALPHA,
     INITIALIZATION,
     MEASURE_IDS,
-    PROBE_AVERAGE,
     Comparison,
     MeasureTable,
     PairedTest,
@@ -354,8 +353,8 @@ def _measure_section(measured: MeasureTable, key: str, candidate: str, baseline:
                      + " | ".join(f"{np.mean(list(v.values())):.4f}" for v in start)
                      + " | | | | | initialization: the same network, not compared |")
     lines += [comparison_row(c, candidate, 4, better(key)) for c in family]
-    if primary.name == "probe-average" and key == PROBE_AVERAGE:
-        lines += ["", _primary_left_out(primary, f"`{PROBE_AVERAGE}`")]
+    if any(primary.excludes(key, u) for u in measured.updates):
+        lines += ["", _primary_left_out(primary, f"`{key}`")]
     return lines
 
 
@@ -472,14 +471,14 @@ def primary_section(primary: PrimaryEndpoint, table: Optional[ScoreTable],
     adjusted = {c.label: c.adjusted_p for c in complete}
     for o, test in tests.items():
         if test is None:
-            lines.append(f"| {primary.updates} | {o} − {baseline} | 0 | | | | | | | "
+            lines.append(f"| {primary.updates} | {primary.label(o, baseline)} | 0 | | | | | | | "
                          f"{_primary_unavailable(primary, table)} |")
             continue
         note = _finetune_spread(table, o, baseline, primary.updates, primary.tasks) if (
             primary.name == "glue-average") else ""
         incomplete = (f"no verdict: {test.n} of the {len(primary.seeds)} declared pre-training "
                       f"seeds (missing: {', '.join(map(str, missing[o]))})") if missing[o] else None
-        lines.append(comparison_row(Comparison(primary.updates, f"{o} − {baseline}", test,
+        lines.append(comparison_row(Comparison(primary.updates, primary.label(o, baseline), test,
                                                adjusted.get(o)), o,
                                     2 if primary.name == "glue-average" else 4, +1, note,
                                     incomplete))
@@ -494,7 +493,7 @@ def _primary_unavailable(primary: PrimaryEndpoint, table: Optional[ScoreTable]) 
     """The verdict cell of a primary endpoint without test (:meth:`PrimaryEndpoint.test` None):
     why it has none."""
     if primary.name != "glue-average":
-        return (f"not available: `{PROBE_AVERAGE}` not in OUT/measures (not measured at this "
+        return (f"not available: `{primary.measure}` not in OUT/measures (not measured at this "
                 "checkpoint yet, or no probes asked for)")
     if table is None:
         return "no verdict: no fine-tuning finished"

@@ -58,13 +58,18 @@ ALPHA = 0.05
 INITIALIZATION = 0
 
 #: ``taco-compare --primary-endpoint`` choices: the GLUE average fine-tuned at the last
-#: checkpoint (over ``--tasks``, or ``--final-tasks`` without them: the paper's claim), or the
-#: average of the frozen-encoder linear probes at the last checkpoint (the per-checkpoint measure
-#: :data:`PROBE_AVERAGE`).
-PRIMARY_ENDPOINTS = ("glue-average", "probe-average")
+#: checkpoint (over ``--tasks``, or ``--final-tasks`` without them: the paper's claim), or a
+#: per-checkpoint measure at each objective's last checkpoint (:data:`ENDPOINT_MEASURES`): the
+#: average of the frozen-encoder linear probes, or the part-of-speech probe's accuracy on
+#: ambiguous words (:mod:`taco_fairseq.analysis.pos_probe`).
+PRIMARY_ENDPOINTS = ("glue-average", "probe-average", "pos-ambiguous")
 
 #: The per-checkpoint measure of ``--primary-endpoint probe-average``.
 PROBE_AVERAGE = "probe_average"
+#: The per-checkpoint measure of ``--primary-endpoint pos-ambiguous``.
+POS_AMBIGUOUS = "pos_accuracy_ambiguous"
+#: The per-checkpoint measure of each primary endpoint but ``glue-average``.
+ENDPOINT_MEASURES = {"probe-average": PROBE_AVERAGE, "pos-ambiguous": POS_AMBIGUOUS}
 
 #: The keys of a per-checkpoint measure row that say which checkpoint it is; every other key
 #: with a number is a measure.
@@ -73,13 +78,16 @@ MEASURE_IDS = ("objective", "pretrain_seed", "updates")
 #: Measures whose better direction is known: +1 higher is better, −1 lower is better (others,
 #: e.g. the cosines behind the contextual score or an attention share, only "higher"/"lower").
 #: ``probe_<TASK>`` measures are probe scores: higher is better.
+#: ``probe_<TASK>`` and ``pos_accuracy…`` measures are probe scores: higher is better;
+#: ``mlm_loss_<TEXT>`` are masked-LM losses: lower is better.
 BETTER = {"valid_mlm_loss": -1, "contextual_score": +1, "sts_unsupervised": +1,
           PROBE_AVERAGE: +1}
 
-#: The suffix of a measure that is a reference, not a property of the checkpoint (e.g.
-#: ``neighbour_attention_uniform``: what uniform attention gives on the held-out sentences, the
-#: same for every checkpoint): shown, never compared.
-REFERENCE_SUFFIX = "_uniform"
+#: The suffixes of a measure that is a reference, not a property of the checkpoint (e.g.
+#: ``neighbour_attention_uniform``: what uniform attention gives on the held-out sentences;
+#: ``pos_accuracy_baseline``: the most-frequent-tag baseline; the same for every checkpoint):
+#: shown, never compared.
+REFERENCE_SUFFIXES = ("_uniform", "_baseline")
 
 
 @dataclass(frozen=True)
@@ -218,14 +226,18 @@ def with_holm(items: Sequence[Tuple[int, str, PairedTest]]) -> List[Comparison]:
 
 
 def is_reference(key: str) -> bool:
-    """Whether the measure ``key`` is a reference (:data:`REFERENCE_SUFFIX`), shown but not
+    """Whether the measure ``key`` is a reference (:data:`REFERENCE_SUFFIXES`), shown but not
     compared."""
-    return key.endswith(REFERENCE_SUFFIX)
+    return key.endswith(REFERENCE_SUFFIXES)
 
 
 def better(key: str) -> int:
     """+1 when a higher ``key`` is better, −1 when lower is, 0 when neither (:data:`BETTER`)."""
-    return BETTER.get(key, +1 if key.startswith("probe_") else 0)
+    if key in BETTER:
+        return BETTER[key]
+    if key.startswith(("probe_", "pos_accuracy")):
+        return +1
+    return -1 if key.startswith("mlm_loss_") else 0
 
 
 class ScoreTable:
@@ -347,6 +359,9 @@ class PrimaryEndpoint:
         tasks: the tasks of ``glue-average`` (``--tasks``, or ``--final-tasks`` without them).
         seeds: the pre-training seeds declared (``--pretrain-seeds``); a test over fewer gets
             no verdict (:meth:`missing`). Empty: not declared, none is missing.
+        updates_of: (objective, checkpoint) of the objectives whose last checkpoint is earlier
+            (``--objective-max-update``): a measure's endpoint compares each objective at its
+            own (:meth:`at`), e.g. TACO's 7,000 updates with MLM's 20,000.
 
     Raises (constructor):
         ValueError: ``glue-average`` without tasks (no fine-tuned task to average), or an
@@ -357,6 +372,7 @@ class PrimaryEndpoint:
     updates: int
     tasks: Tuple[str, ...] = ()
     seeds: Tuple[int, ...] = ()
+    updates_of: Tuple[Tuple[str, int], ...] = ()
 
     def __post_init__(self):
         if self.name not in PRIMARY_ENDPOINTS:
@@ -366,6 +382,31 @@ class PrimaryEndpoint:
             raise ValueError("--primary-endpoint glue-average: no fine-tuned task to average; "
                              "give --final-tasks (or --tasks), or declare --primary-endpoint "
                              "probe-average")
+        if self.name == "glue-average" and self.updates_of:
+            raise ValueError("--primary-endpoint glue-average with --objective-max-update: "
+                             "the fine-tuned average is compared at equal updates; declare a "
+                             "measure's endpoint (probe-average, pos-ambiguous)")
+
+    @property
+    def measure(self) -> Optional[str]:
+        """The per-checkpoint measure it tests (None: ``glue-average``)."""
+        return ENDPOINT_MEASURES.get(self.name)
+
+    def at(self, objective: str) -> int:
+        """The checkpoint ``objective`` is compared at: its own last one."""
+        return dict(self.updates_of).get(objective, self.updates)
+
+    def label(self, candidate: str, baseline: str) -> str:
+        """``taco − mlm``, or ``taco@7000 − mlm@20000`` when they are compared at different
+        checkpoints."""
+        if self.at(candidate) == self.at(baseline):
+            return f"{candidate} − {baseline}"
+        return f"{candidate}@{self.at(candidate)} − {baseline}@{self.at(baseline)}"
+
+    def excludes(self, key: str, updates: int) -> bool:
+        """Whether the exploratory family of measure ``key`` leaves out its comparison at
+        ``updates`` (equal updates): it is this endpoint's, tested alone."""
+        return key == self.measure and updates == self.updates and not self.updates_of
 
     def missing(self, test: PairedTest) -> List[int]:
         """The declared pre-training seeds that ``test`` lacks (a run not finished, or a value
@@ -377,8 +418,12 @@ class PrimaryEndpoint:
         if self.name == "glue-average":
             return (f"the GLUE dev average over {', '.join(self.tasks)} (fine-tuned) at "
                     f"{self.updates} updates, points")
-        return (f"the average of the frozen-encoder linear probes (`{PROBE_AVERAGE}`) at "
-                f"{self.updates} updates")
+        what = ("the average of the frozen-encoder linear probes" if self.name == "probe-average"
+                else "the part-of-speech probe's accuracy on ambiguous words, points")
+        at = (f"{self.updates} updates" if not self.updates_of else
+              "each objective's last checkpoint (" + ", ".join(
+                  f"{o} {u}" for o, u in self.updates_of) + f", the others {self.updates})")
+        return f"{what} (`{self.measure}`) at {at}"
 
     def test(self, scores: Optional[ScoreTable], measures: MeasureTable, candidate: str,
              baseline: str) -> Optional[PairedTest]:
@@ -390,8 +435,8 @@ class PrimaryEndpoint:
                 return None
             return paired_test(scores.seed_means(candidate, self.updates, self.tasks),
                                scores.seed_means(baseline, self.updates, self.tasks))
-        return paired_test(measures.values(PROBE_AVERAGE, candidate, self.updates),
-                           measures.values(PROBE_AVERAGE, baseline, self.updates))
+        return paired_test(measures.values(self.measure, candidate, self.at(candidate)),
+                           measures.values(self.measure, baseline, self.at(baseline)))
 
 
 def paired_difference(table: ScoreTable, candidate: str, baseline: str, updates: int,
@@ -439,8 +484,7 @@ def measure_comparisons(table: MeasureTable, key: str, candidate: str, baseline:
         return []
     items = []
     for u in table.updates:
-        if u == INITIALIZATION or (primary is not None and primary.name == "probe-average"
-                                   and key == PROBE_AVERAGE and u == primary.updates):
+        if u == INITIALIZATION or (primary is not None and primary.excludes(key, u)):
             continue
         test = paired_test(table.values(key, candidate, u), table.values(key, baseline, u))
         if test is not None:

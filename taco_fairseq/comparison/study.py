@@ -26,7 +26,7 @@ import logging
 import os
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +78,10 @@ class StudyOptions:
         probe_tasks: GLUE tasks of the frozen-encoder probes of phase 2 (none: no probes).
         probe_max_train: at most this many training examples per probed task
             (:class:`taco_fairseq.glue.probes.ProbeOptions`).
+        conllu_train, conllu_test: CoNLL-U treebanks of the part-of-speech probe of phase 2
+            (:mod:`taco_fairseq.analysis.pos_probe`; None: not measured).
+        mlm_texts: (name, file) of held-out raw texts whose masked-LM loss phase 2 measures
+            (:mod:`taco_fairseq.analysis.masked_lm_loss`: ``mlm_loss_<name>``).
         jobs: pre-trainings, checkpoint measures (phase 2) and fine-tunings carried out
             side by side.
         cpu: train and evaluate on the CPU.
@@ -102,6 +106,9 @@ class StudyOptions:
     heldout_max_lines: Optional[int] = None
     probe_tasks: Sequence[str] = ()
     probe_max_train: Optional[int] = None
+    conllu_train: Optional[Path] = None
+    conllu_test: Optional[Path] = None
+    mlm_texts: Sequence[Tuple[str, Path]] = ()
     jobs: int = 1
     cpu: bool = False
     reference: Optional[Path] = None
@@ -119,8 +126,13 @@ class StudyOptions:
 
     @property
     def last_updates(self) -> int:
-        """The last checkpoint's update count."""
+        """The last checkpoint's update count (of the objectives that train longest)."""
         return max(self.settings.checkpoint_updates)
+
+    def last_updates_of(self, objective: str) -> int:
+        """The update count of ``objective``'s last checkpoint (earlier than
+        :attr:`last_updates` with ``--objective-max-update``)."""
+        return max(self.settings.checkpoint_updates_of(objective))
 
 
 @dataclass(frozen=True)
@@ -165,15 +177,59 @@ def set_threads(options: StudyOptions) -> None:
         torch.set_num_threads(threads)
 
 
-def pretrain_all(options: StudyOptions) -> None:
+#: Seconds between two looks for new checkpoints while the pre-trainings run
+#: (:func:`pretrain_all` with ``measure``).
+POLL_SECONDS = 30.0
+
+
+def pretrain_all(options: StudyOptions, measure=None) -> None:
     """Phase 1: every run, ``jobs`` at a time (finished ones are left alone, interrupted ones
     continue), seed-major (every objective of seed 1, then of seed 2, ...) so that an
-    interrupted phase leaves complete pairs. Errors: as :func:`.pretraining.pretrain`."""
+    interrupted phase leaves complete pairs.
+
+    Args:
+        measure: called with the checkpoints (:class:`StudyCheckpoint`) that exist so far,
+            each run's initialization first, whenever one more has been saved (looked for
+            every :data:`POLL_SECONDS` while the runs go on) and once at the end: phase 2
+            beside phase 1, so that each checkpoint is measured as soon as it exists and an
+            interrupted study keeps what it measured. None: not called.
+
+    Errors: as :func:`.pretraining.pretrain`, raised once every run has stopped; as
+    ``measure``'s, at once.
+    """
     def one(run: PretrainRun) -> None:
         run_dir = pretrain(run, options.settings, options.out)
         print(f"   {run.name}: done ({run_dir})", flush=True)
 
-    _parallel(one, sorted(options.runs, key=lambda run: run.seed), options.jobs)
+    runs = sorted(options.runs, key=lambda run: run.seed)
+    if measure is None:
+        _parallel(one, runs, options.jobs)
+        return
+    with ThreadPoolExecutor(options.jobs) as pool:
+        futures = [pool.submit(one, run) for run in runs]
+        seen: set = set()
+        while True:
+            finished = all(f.done() for f in futures)
+            found = [*initial_checkpoints(options), *saved_checkpoints(options)]
+            if {c.name for c in found} - seen:
+                measure(found)
+                seen |= {c.name for c in found}
+            if finished:
+                break
+            wait(futures, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+        for future in futures:
+            future.result()
+
+
+def saved_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
+    """The checkpoints at ``--checkpoint-updates`` that the runs have saved so far (a run
+    under way included), run by run in update order."""
+    found = []
+    for run in options.runs:
+        have = checkpoints(options.out / "pretrain" / run.name)
+        found += [StudyCheckpoint(run, u, have[u])
+                  for u in options.settings.checkpoint_updates_of(run.objective) if u in have]
+    return found
 
 
 def study_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
@@ -185,7 +241,7 @@ def study_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
     found = []
     for run in options.runs:
         have = checkpoints(options.out / "pretrain" / run.name)
-        for updates in options.settings.checkpoint_updates:
+        for updates in options.settings.checkpoint_updates_of(run.objective):
             if updates not in have:
                 raise FileNotFoundError(f"{run.name} has no checkpoint of {updates} updates "
                                         "yet: pre-training is not finished")
@@ -209,7 +265,8 @@ def initial_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
     return found
 
 
-def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint]) -> List[dict]:
+def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint],
+                        inputs: Optional["MeasureInputs"] = None) -> List[dict]:
     """Phase 2: per checkpoint, ``valid_mlm_loss`` (bits per masked token, fairseq's
     validation at that update; None at update 0, where fairseq validates nothing); with
     held-out text (sampled and encoded once per process), the contextual score
@@ -218,7 +275,10 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
     ``attention_entropy``, their uniform references and per-layer values); with
     ``probe_tasks``, the linear probes and the unsupervised STS-B
     (:func:`taco_fairseq.glue.probes.probe_tasks`: ``probe_<TASK>``, ``probe_average``,
-    ``sts_unsupervised``). Cached in ``OUT/measures/<checkpoint>.json``; a cached row that
+    ``sts_unsupervised``); with CoNLL-U treebanks, the part-of-speech probe
+    (:func:`taco_fairseq.analysis.pos_probe.pos_probe`: ``pos_accuracy…``); with held-out
+    texts, their masked-LM loss (``mlm_loss_<NAME>``, bits per masked token,
+    :mod:`taco_fairseq.analysis.masked_lm_loss`). Cached in ``OUT/measures/<checkpoint>.json``; a cached row that
     lacks a measure asked for now gets it added. Initializations (update 0) of one seed that
     hold the same parameters (mlm and taco) are measured once (:class:`_Initializations`:
     hashed only when one lacks a measure).
@@ -227,6 +287,8 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
     processes (each with the cores/jobs threads of :func:`set_threads`; one seed's
     initializations go to one worker): the measures are computed in-process with torch and
     scikit-learn, so threads would share one interpreter. The rows are the same either way.
+    Given ``inputs`` (:class:`MeasureInputs` of ``options``, kept by the caller across calls), they
+    are measured in this process, one at a time (beside the pre-trainings of phase 1).
 
     Returns:
         one row per checkpoint of ``found``, in its order.
@@ -236,7 +298,7 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
     """
     (options.out / "measures").mkdir(parents=True, exist_ok=True)
     units = _measure_units(found)
-    if options.cpu and options.jobs > 1 and len(units) > 1:
+    if inputs is None and options.cpu and options.jobs > 1 and len(units) > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -246,7 +308,7 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint])
                                  initializer=_start_worker, initargs=(options,)) as pool:
             measured = list(pool.map(_measure_in_worker, units))
     else:
-        inputs = _Inputs(options)
+        inputs = inputs or MeasureInputs(options)
         measured = [_measure_unit(options, unit, inputs) for unit in units]
     rows = {c.name: row for unit, unit_rows in zip(units, measured)
             for c, row in zip(unit, unit_rows)}
@@ -272,7 +334,7 @@ def _measure_units(found: Sequence[StudyCheckpoint]) -> List[List[StudyCheckpoin
 
 #: The held-out inputs of this phase-2 worker process (:func:`_start_worker`), kept for every
 #: unit it measures; None outside a worker.
-_worker_inputs: Optional["_Inputs"] = None
+_worker_inputs: Optional["MeasureInputs"] = None
 
 
 def _start_worker(options: StudyOptions) -> None:
@@ -280,7 +342,7 @@ def _start_worker(options: StudyOptions) -> None:
     command's) and keeps the held-out inputs of ``options`` for its units."""
     global _worker_inputs
     configure_logging()
-    _worker_inputs = _Inputs(options)
+    _worker_inputs = MeasureInputs(options)
 
 
 def _measure_in_worker(unit: Sequence[StudyCheckpoint]) -> List[dict]:
@@ -289,7 +351,7 @@ def _measure_in_worker(unit: Sequence[StudyCheckpoint]) -> List[dict]:
 
 
 def _measure_unit(options: StudyOptions, unit: Sequence[StudyCheckpoint],
-                  inputs: "_Inputs") -> List[dict]:
+                  inputs: "MeasureInputs") -> List[dict]:
     """The rows of :func:`measure_checkpoints` for one unit of :func:`_measure_units`, with the
     held-out ``inputs`` of ``options`` (sampled and encoded once for every unit of a process).
     """
@@ -349,15 +411,18 @@ class _Initializations:
 
 #: The measures of phase 2 beyond the validation loss, and a key each writes.
 _MEASURE_KEYS = {"contextual": "contextual_score", "attention": "neighbour_attention",
-                 "unsupervised": "sts_unsupervised"}
+                 "unsupervised": "sts_unsupervised", "pos": "pos_accuracy"}
 
 
 def _missing_measures(options: StudyOptions, row: dict) -> List[str]:
     """The measures asked for by ``options`` that ``row`` lacks: ``contextual``,
-    ``attention``, ``unsupervised`` and ``probe_<TASK>``."""
+    ``attention``, ``unsupervised``, ``probe_<TASK>``, ``pos`` and ``mlm_loss_<NAME>``."""
     wanted = []
     if options.heldout_text:
         wanted += ["contextual", "attention"]
+    if options.conllu_train is not None:
+        wanted.append("pos")
+    wanted += [f"mlm_loss_{name}" for name, _ in options.mlm_texts]
     if options.probe_tasks:
         wanted += [f"probe_{t}" for t in options.probe_tasks]
         if "STS-B" in options.probe_tasks:
@@ -365,7 +430,7 @@ def _missing_measures(options: StudyOptions, row: dict) -> List[str]:
     return [m for m in wanted if _MEASURE_KEYS.get(m, m) not in row]
 
 
-class _Inputs:
+class MeasureInputs:
     """The held-out sentences of phase 2, sampled once and encoded once per data-bin and
     maximum length (:func:`taco_fairseq.analysis.contextual_score.encode_sentences`, as
     ``score_checkpoints`` keys them)."""
@@ -374,6 +439,8 @@ class _Inputs:
         self.options = options
         self.sentences = None
         self.encoded = {}
+        self.treebank = None
+        self.masked = {}
 
     def heldout(self) -> List[str]:
         from ..analysis.sentences import sample_sentences
@@ -394,9 +461,30 @@ class _Inputs:
             self.encoded[key] = encode_sentences(hub, self.heldout()).tokens
         return self.encoded[key]
 
+    def pos_data(self):
+        """The part-of-speech probe's treebanks (:class:`.pos_probe.PosProbeData`), read once."""
+        from ..analysis.pos_probe import PosProbeData
+
+        if self.treebank is None:
+            self.treebank = PosProbeData.read(self.options.conllu_train, self.options.conllu_test)
+        return self.treebank
+
+    def masked_text(self, hub, name: str, path: Path):
+        """The held-out text ``name`` masked for ``hub`` (:func:`.masked_lm_loss.mask_text`),
+        once per data-bin, block length and masking options (the checkpoints of one
+        objective share them)."""
+        from ..analysis.masked_lm_loss import mask_text
+
+        task = hub.cfg.task
+        key = (name, task.data, task.tokens_per_sample, task.mask_prob,
+               task.leave_unmasked_prob, task.random_token_prob)
+        if key not in self.masked:
+            self.masked[key] = mask_text(hub, path)
+        return self.masked[key]
+
 
 def _measure(options: StudyOptions, checkpoint: StudyCheckpoint, missing: Sequence[str],
-             inputs: _Inputs) -> dict:
+             inputs: MeasureInputs) -> dict:
     """The ``missing`` measures of one checkpoint (:func:`_missing_measures`)."""
     from ..analysis.checkpoints import load_checkpoint
     from ..analysis.contextual_score import contextual_score
@@ -414,6 +502,16 @@ def _measure(options: StudyOptions, checkpoint: StudyCheckpoint, missing: Sequen
                    inter_context_cos=stats["cosine_inter"])
     if "attention" in missing:
         row.update(neighbour_attention(model, inputs.tokens(loaded.hub), dictionary))
+    if "pos" in missing:
+        from ..analysis.pos_probe import pos_probe
+
+        row.update(pos_probe(loaded.hub, inputs.pos_data()))
+    for name, path in options.mlm_texts:
+        if f"mlm_loss_{name}" in missing:
+            from ..analysis.masked_lm_loss import masked_lm_loss
+
+            row[f"mlm_loss_{name}"] = masked_lm_loss(model, inputs.masked_text(
+                loaded.hub, name, path), dictionary.pad())
     if any(m.startswith("probe_") or m == "unsupervised" for m in missing):
         started = time.perf_counter()
         row.update(probe_tasks(loaded, options.glue_data,
@@ -454,7 +552,7 @@ def search_points(options: StudyOptions,
     chosen = chosen_points(options)
     if set(tasks) <= set(chosen):
         return chosen
-    last = [c for c in found if c.updates == options.last_updates
+    last = [c for c in found if c.updates == options.last_updates_of(c.run.objective)
             and c.run.seed == options.pretrain_seeds[0]]
     runs = [FinetuneRun(_named(c), get_task(t), point, seed)
             for t in tasks for seed in options.seeds for point in options.points for c in last]
@@ -476,9 +574,9 @@ def search_points(options: StudyOptions,
 
 def finetune_all(options: StudyOptions, found: Sequence[StudyCheckpoint],
                  points: Dict[str, Hyperparameters]) -> List[Score]:
-    """Phase 4: every checkpoint on ``tasks`` and the last one on ``final_tasks`` too (no
-    ``tasks``: the last checkpoints only), every seed, with the task's point; returns the dev
-    scores.
+    """Phase 4: every checkpoint on ``tasks`` and the last one of each run on ``final_tasks``
+    too (no ``tasks``: the last checkpoints only), every seed, with the task's point; returns
+    the dev scores.
 
     Runs go in the order that makes an interrupted phase most useful: the last checkpoint
     first, then the first, then the others from the latest down; within a checkpoint the
@@ -487,14 +585,14 @@ def finetune_all(options: StudyOptions, found: Sequence[StudyCheckpoint],
     order = {u: i for i, u in enumerate([updates[-1], *updates[:-1][:1],
                                          *reversed(updates[1:-1])])}
     runs = []
+    last = {o: options.last_updates_of(o) for o in options.objectives}
+    order.update({u: -1 for u in last.values() if u != options.last_updates})
     for u in sorted(order, key=order.get):
-        tasks = list(options.tasks)
-        if u == options.last_updates:
-            tasks += [t for t in options.final_tasks if t not in tasks]
-        for task in tasks:
+        at = [c for c in found if c.updates == u]
+        for task in dict.fromkeys([*options.tasks, *options.final_tasks]):
             for seed in options.seeds:
-                runs += [FinetuneRun(_named(c), get_task(task), points[task], seed)
-                         for c in found if c.updates == u]
+                runs += [FinetuneRun(_named(c), get_task(task), points[task], seed) for c in at
+                         if task in options.tasks or u == last[c.run.objective]]
     return scores_of(run_all(runs, _runner_options(options), options.jobs), points)
 
 

@@ -52,6 +52,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..analysis.batching import length_batches, pad
 from ..prep.pretraining import INFO_FILE
 from .databin import LABEL_DIR
 from .metrics import metric_functions, score_predictions
@@ -150,26 +151,6 @@ def with_bos(pieces: Sequence[Tensor], dictionary, max_positions: int) -> List[T
     return [torch.cat([bos, p[:-1][: max_positions - 2], eos]) for p in pieces]
 
 
-def length_batches(lengths: Sequence[int], batch_tokens: int) -> List[List[int]]:
-    """Indices grouped into batches of similar length: sorted by (length, index), cut where a
-    batch's padded size ``len(batch) × longest`` would exceed ``batch_tokens`` (one sentence
-    per batch at least). Deterministic."""
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    batches, current = [], []
-    for i in order:
-        if current and (len(current) + 1) * lengths[i] > batch_tokens:
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
-    return batches
-
-
-def _pad(sequences: Sequence[Tensor], pad: int) -> Tensor:
-    return torch.nn.utils.rnn.pad_sequence(list(sequences), batch_first=True, padding_value=pad)
-
-
 def _piece_mask(tokens: Tensor, dictionary) -> Tensor:
     """``[batch, length]`` True at the pieces (not ``<s>``, ``</s>``, padding)."""
     special = torch.tensor([dictionary.bos(), dictionary.eos(), dictionary.pad()])
@@ -195,7 +176,7 @@ def mean_states(model, sentences: Sequence[Tensor], dictionary,
     features = None
     with torch.no_grad():
         for batch in length_batches([len(s) for s in sentences], batch_tokens):
-            tokens = _pad([sentences[i] for i in batch], dictionary.pad()).to(device)
+            tokens = pad([sentences[i] for i in batch], dictionary.pad()).to(device)
             states = model(tokens, features_only=True)[0].double()
             mask = _piece_mask(tokens, dictionary).unsqueeze(-1).double()
             means = (states * mask).sum(1) / mask.sum(1).clamp(min=1)
@@ -414,7 +395,7 @@ def neighbour_attention(model, sentences: Sequence[Tensor], dictionary,
     try:
         with torch.no_grad():
             for batch in length_batches([len(s) for s in sentences], batch_tokens):
-                tokens = _pad([sentences[i] for i in batch], dictionary.pad()).to(device)
+                tokens = pad([sentences[i] for i in batch], dictionary.pad()).to(device)
                 captured.clear()
                 model(tokens, features_only=True)
                 anchors = _piece_mask(tokens, dictionary)  # [batch, length]

@@ -15,14 +15,12 @@ from taco_fairseq.comparison.statistics import (
     PrimaryEndpoint,
     Score,
     ScoreTable,
-    first_reach,
     glue_comparisons,
     holm,
     improvement,
     paired_difference,
     paired_test,
     speedup,
-    speedup_at,
     t_interval,
 )
 
@@ -37,22 +35,6 @@ def grid(function, objectives=("mlm", "taco"), pretrain=(1, 2), updates=(10, 20,
          tasks=("RTE", "MRPC"), seeds=(1, 2, 3)):
     return scores({(o, p, u, t, s): function(o, p, u, t, s) for o in objectives
                    for p in pretrain for u in updates for t in tasks for s in seeds})
-
-
-def test_first_reach_interpolates_between_checkpoints():
-    assert first_reach([10, 20, 40], [50, 60, 70], 65) == pytest.approx(30.0)
-    assert first_reach([10, 20, 40], [50, 60, 70], 60) == 20.0
-    assert first_reach([10, 20, 40], [50, 60, 70], 40) == 10.0  # above from the start
-    assert first_reach([10, 20, 40], [50, 60, 70], 70.5) is None
-
-
-def test_speedup_is_the_baselines_best_updates_over_the_candidates_reach():
-    # baseline best 60 at 40 updates; candidate passes 60 halfway between 10 and 20 updates
-    result = speedup_at([10, 20, 40], [50, 55, 60], [56, 64, 66])
-    assert result["baseline_best"] == 60 and result["baseline_updates"] == 40
-    assert result["candidate_updates"] == pytest.approx(15.0)
-    assert result["speedup"] == pytest.approx(40 / 15)
-    assert speedup_at([10, 20], [50, 60], [40, 45])["speedup"] is None
 
 
 def test_averages_and_paired_difference_without_noise():

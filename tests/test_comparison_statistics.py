@@ -472,6 +472,21 @@ def test_checkpoints_csv_leaves_a_missing_measure_empty(tmp_path):
     assert read[2]["updates"] == "10" and read[2]["probe_RTE"] == "56.0000"
 
 
+
+def test_what_is_not_a_finite_number_is_no_measure_in_checkpoints_csv(tmp_path):
+    """One rule (statistics.is_finite_number) for the measure table, the CSV and the report: a
+    bool (e.g. a flag in an OUT/measures row) is no measure, an empty cell that reads back as
+    missing (before, the CSV held "True", which read_checkpoints_csv could not read back)."""
+    from taco_fairseq.comparison.report import read_checkpoints_csv, write_checkpoints_csv
+
+    rows = [{"objective": "mlm", "pretrain_seed": 1, "updates": 10, "valid_mlm_loss": 9.25,
+             "finished": True, "probe_RTE": float("inf")}]
+    assert MeasureTable(rows).keys == ["valid_mlm_loss"]
+    write_checkpoints_csv(rows, tmp_path / "checkpoints.csv")
+    back = read_checkpoints_csv(tmp_path / "checkpoints.csv")
+    assert back[0]["finished"] is None and back[0]["probe_RTE"] is None
+    assert back[0]["valid_mlm_loss"] == pytest.approx(9.25)
+
 # --- reports before any fine-tuning, and against another study ---------------------------------
 def test_a_report_before_any_finetuning_is_of_the_measures(tmp_path):
     """No fine-tuning finished (table None): the primary probe average is tested, the measures

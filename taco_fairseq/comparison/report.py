@@ -27,6 +27,7 @@ from .statistics import (
     better,
     glue_comparisons,
     improvement,
+    is_finite_number,
     is_reference,
     measure_comparisons,
     paired_difference,
@@ -61,16 +62,17 @@ def write_summary_csv(scores: Sequence[Score], path: Path) -> None:
 def write_checkpoints_csv(rows: Sequence[Mapping], path: Path) -> None:
     """``checkpoints.csv``: per checkpoint, the validation loss and contextual score
     (:data:`CHECKPOINT_COLUMNS`), then every other measure of the rows (probes, neighbour
-    attention, ...) in the order they first appear. A measure that is missing or not finite
-    (e.g. ``valid_mlm_loss`` at update 0: fairseq validates after updates only) is an empty
-    cell, which readers take as missing (``csv`` gives ``""``, pandas NaN)."""
+    attention, ...) in the order they first appear. A measure that is missing or not a finite
+    number (:func:`.statistics.is_finite_number`; e.g. ``valid_mlm_loss`` at update 0: fairseq
+    validates after updates only) is an empty cell, which readers take as missing (``csv``
+    gives ``""``, pandas NaN); a string is written as it is."""
     columns = list(dict.fromkeys([*CHECKPOINT_COLUMNS, *(k for r in rows for k in r)]))
     with open(path, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(columns)
         for row in sorted(rows, key=lambda r: (r["objective"], r["pretrain_seed"], r["updates"])):
-            writer.writerow([_text(row[c]) if _finite(row.get(c)) or isinstance(row.get(c), str)
-                             else "" for c in columns])
+            writer.writerow([_text(row[c]) if is_finite_number(row.get(c))
+                             or isinstance(row.get(c), str) else "" for c in columns])
 
 
 def read_summary_csv(path: Path) -> List[Score]:
@@ -815,12 +817,8 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
 def _num(value) -> str:
-    return f"{value:.4f}" if _finite(value) else "-"
+    return f"{value:.4f}" if is_finite_number(value) else "-"
 
 
 def _text(value) -> str:

@@ -178,7 +178,7 @@ def paired_test(candidate: Mapping[int, float], baseline: Mapping[int, float]
         they share no seed.
     """
     seeds = sorted(s for s in candidate if s in baseline
-                   and _finite(candidate[s]) and _finite(baseline[s]))
+                   and is_finite_number(candidate[s]) and is_finite_number(baseline[s]))
     if not seeds:
         return None
     c = np.array([candidate[s] for s in seeds], float)
@@ -316,13 +316,13 @@ class MeasureTable:
 
     def __init__(self, rows: Sequence[Mapping]):
         self.keys = list(dict.fromkeys(
-            k for r in rows for k, v in r.items() if k not in MEASURE_IDS and _finite(v)))
+            k for r in rows for k, v in r.items() if k not in MEASURE_IDS and is_finite_number(v)))
         self.objectives = list(dict.fromkeys(r["objective"] for r in rows))
         self.updates = sorted({r["updates"] for r in rows})
         self._values: Dict[Tuple[str, str, int], Dict[int, float]] = {}
         for r in rows:
             for k in self.keys:
-                if _finite(r.get(k)):
+                if is_finite_number(r.get(k)):
                     self._values.setdefault((k, r["objective"], r["updates"]), {})[
                         r["pretrain_seed"]] = float(r[k])
 
@@ -482,5 +482,9 @@ def speedup(table: ScoreTable, candidate: str, baseline: str,
     return dict(point, per_seed=per_seed)
 
 
-def _finite(value) -> bool:
+def is_finite_number(value) -> bool:
+    """Whether ``value`` is a finite real number: an int or float (numpy's float64 is one), not
+    a bool, NaN or ±inf, and not a string or None. What counts as a measured value in the
+    measure rows (:class:`MeasureTable`, ``checkpoints.csv``, the report's tables) and in a
+    paired test."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -39,10 +39,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from taco_fairseq.comparison.objectives import available_objectives
 from taco_fairseq.comparison.pretraining import PretrainSettings, changed_options, option_values
-from taco_fairseq.comparison.report import (
+from taco_fairseq.comparison.figures import plot_figures
+from taco_fairseq.comparison.report import markdown_report
+from taco_fairseq.comparison.tables import (
     COMMAND_FILE,
-    markdown_report,
-    plot_figures,
     read_reference,
     write_checkpoints_csv,
     write_summary_csv,

@@ -1031,7 +1031,7 @@ def test_report_only_of_a_taco_only_study_without_its_objectives_is_refused(tmp_
 def _reference(tmp_path):
     """A study's --out as its report leaves it: mlm and taco of seeds 1 and 2 at 0 and 10
     updates in checkpoints.csv, and its command."""
-    from taco_fairseq.comparison.report import write_checkpoints_csv
+    from taco_fairseq.comparison.tables import write_checkpoints_csv
 
     _measured(tmp_path / "study", seeds=(1, 2))
     rows = [json.loads(p.read_text()) for p in (tmp_path / "study" / "measures").iterdir()]
@@ -1065,9 +1065,9 @@ def test_a_reference_of_identical_runs_differs_by_zero(tmp_path):
     """This study against a reference that is itself (its rounded CSVs): every difference is
     +0.0000 (+0.00 for fine-tuning), not the rounding error of the CSVs (before: -0.0000 where
     a value rounded up, e.g. 56.24996 against the CSV's 56.2500)."""
-    from taco_fairseq.comparison.report import (
+    from taco_fairseq.comparison.report import reference_section
+    from taco_fairseq.comparison.tables import (
         read_reference,
-        reference_section,
         write_checkpoints_csv,
         write_summary_csv,
     )

@@ -15,14 +15,12 @@ from taco_fairseq.comparison.statistics import (
     PrimaryEndpoint,
     Score,
     ScoreTable,
-    first_reach,
     glue_comparisons,
     holm,
     improvement,
     paired_difference,
     paired_test,
     speedup,
-    speedup_at,
     t_interval,
 )
 
@@ -37,22 +35,6 @@ def grid(function, objectives=("mlm", "taco"), pretrain=(1, 2), updates=(10, 20,
          tasks=("RTE", "MRPC"), seeds=(1, 2, 3)):
     return scores({(o, p, u, t, s): function(o, p, u, t, s) for o in objectives
                    for p in pretrain for u in updates for t in tasks for s in seeds})
-
-
-def test_first_reach_interpolates_between_checkpoints():
-    assert first_reach([10, 20, 40], [50, 60, 70], 65) == pytest.approx(30.0)
-    assert first_reach([10, 20, 40], [50, 60, 70], 60) == 20.0
-    assert first_reach([10, 20, 40], [50, 60, 70], 40) == 10.0  # above from the start
-    assert first_reach([10, 20, 40], [50, 60, 70], 70.5) is None
-
-
-def test_speedup_is_the_baselines_best_updates_over_the_candidates_reach():
-    # baseline best 60 at 40 updates; candidate passes 60 halfway between 10 and 20 updates
-    result = speedup_at([10, 20, 40], [50, 55, 60], [56, 64, 66])
-    assert result["baseline_best"] == 60 and result["baseline_updates"] == 40
-    assert result["candidate_updates"] == pytest.approx(15.0)
-    assert result["speedup"] == pytest.approx(40 / 15)
-    assert speedup_at([10, 20], [50, 60], [40, 45])["speedup"] is None
 
 
 def test_averages_and_paired_difference_without_noise():
@@ -159,7 +141,7 @@ def test_figures_of_a_partial_study_have_no_empty_legend(tmp_path):
     "No artists with labels found to put in legend" warning."""
     import warnings
 
-    from taco_fairseq.comparison.report import plot_figures
+    from taco_fairseq.comparison.figures import plot_figures
 
     scores = [Score(o, 1, 10, "RTE", s, "accuracy", 60.0 + s, "accuracy", 60.0 + s)
               for o in ("mlm", "taco") for s in (1, 2)]
@@ -360,7 +342,7 @@ def test_a_glue_axis_spans_at_least_ten_points():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from taco_fairseq.comparison.report import GLUE_AXIS_SPAN, _axes
+    from taco_fairseq.comparison.figures import GLUE_AXIS_SPAN, _axes
 
     fig, ax = plt.subplots()
     ax.plot([1, 2], [50.2, 50.9])
@@ -376,7 +358,7 @@ def test_a_glue_axis_spans_at_least_ten_points():
 
 
 def test_figures_with_measures_and_several_pretraining_seeds(tmp_path):
-    from taco_fairseq.comparison.report import plot_figures
+    from taco_fairseq.comparison.figures import plot_figures
 
     written = plot_figures(noisy_grid(), measure_rows(), "mlm", tmp_path)
     assert [p.name for p in written] == ["glue_average.png", "difference.png", "tasks.png",
@@ -389,19 +371,20 @@ def test_a_study_finetuned_at_the_last_checkpoint_only_reports_and_plots(tmp_pat
     """--final-tasks without --tasks: scores at the last checkpoint only. The primary
     glue-average is over those tasks there; no curve, speed-up or rise is claimed; every figure
     drawn has data in every panel, and the report links only the figures written."""
-    from taco_fairseq.comparison import report as report_module
-    from taco_fairseq.comparison.report import markdown_report, plot_figures
+    from taco_fairseq.comparison import figures as figures_module
+    from taco_fairseq.comparison.figures import plot_figures
+    from taco_fairseq.comparison.report import markdown_report
 
     table = ScoreTable(grid(lambda o, p, u, t, s: 50 + s + (3 + p / 4 if o == "taco" else 0),
                             pretrain=(1, 2, 3), updates=(40,)))
     saved = {}
-    real_save = report_module._save
+    real_save = figures_module._save
 
     def save(fig, path):
         saved[path.name] = [ax.has_data() for ax in fig.axes if ax.axison]
         return real_save(fig, path)
 
-    monkeypatch.setattr(report_module, "_save", save)
+    monkeypatch.setattr(figures_module, "_save", save)
     figures = plot_figures(table, measure_rows(), "mlm", tmp_path)
     assert [p.name for p in figures] == ["glue_average.png", "difference.png", "tasks.png",
                                          "checkpoints.png"]
@@ -473,7 +456,7 @@ def test_checkpoints_csv_leaves_a_missing_measure_empty(tmp_path):
     is an empty cell, not 'nan'; csv readers get '' for it."""
     import csv
 
-    from taco_fairseq.comparison.report import write_checkpoints_csv
+    from taco_fairseq.comparison.tables import write_checkpoints_csv
 
     rows = [{"objective": "mlm", "pretrain_seed": 1, "updates": 0, "valid_mlm_loss": None,
              "probe_RTE": 55.0},
@@ -490,12 +473,28 @@ def test_checkpoints_csv_leaves_a_missing_measure_empty(tmp_path):
     assert read[2]["updates"] == "10" and read[2]["probe_RTE"] == "56.0000"
 
 
+
+def test_what_is_not_a_finite_number_is_no_measure_in_checkpoints_csv(tmp_path):
+    """One rule (statistics.is_finite_number) for the measure table, the CSV and the report: a
+    bool (e.g. a flag in an OUT/measures row) is no measure, an empty cell that reads back as
+    missing (before, the CSV held "True", which read_checkpoints_csv could not read back)."""
+    from taco_fairseq.comparison.tables import read_checkpoints_csv, write_checkpoints_csv
+
+    rows = [{"objective": "mlm", "pretrain_seed": 1, "updates": 10, "valid_mlm_loss": 9.25,
+             "finished": True, "probe_RTE": float("inf")}]
+    assert MeasureTable(rows).keys == ["valid_mlm_loss"]
+    write_checkpoints_csv(rows, tmp_path / "checkpoints.csv")
+    back = read_checkpoints_csv(tmp_path / "checkpoints.csv")
+    assert back[0]["finished"] is None and back[0]["probe_RTE"] is None
+    assert back[0]["valid_mlm_loss"] == pytest.approx(9.25)
+
 # --- reports before any fine-tuning, and against another study ---------------------------------
 def test_a_report_before_any_finetuning_is_of_the_measures(tmp_path):
     """No fine-tuning finished (table None): the primary probe average is tested, the measures
     get their Holm-corrected tables, the fine-tuning sections say none has finished, and only
     the figure of the measures is drawn; a glue-average primary endpoint gets no verdict."""
-    from taco_fairseq.comparison.report import NO_FINETUNING, markdown_report, plot_figures
+    from taco_fairseq.comparison.figures import plot_figures
+    from taco_fairseq.comparison.report import NO_FINETUNING, markdown_report
 
     rows = measure_rows()
     for row in rows:
@@ -551,7 +550,7 @@ def test_the_exploratory_table_says_why_it_leaves_the_primary_out(primary, table
 def reference_study(tmp_path):
     """A study's --out (mlm and taco, pre-training seeds 1-3, checkpoints 0/10/20/40) as its
     report leaves it: checkpoints.csv, summary.csv (RTE at 40 updates) and command.txt."""
-    from taco_fairseq.comparison.report import write_checkpoints_csv, write_summary_csv
+    from taco_fairseq.comparison.tables import write_checkpoints_csv, write_summary_csv
 
     out = tmp_path / "study"
     out.mkdir()
@@ -567,7 +566,8 @@ def test_a_control_is_described_against_the_reference_studys_runs(tmp_path):
     """A TACO-only control of pre-training seed 1 against a study of seeds 1-3: per measure
     and checkpoint, the control's taco against the study's taco, then against its mlm, seed 1
     only, as description; the fine-tuned task too where both have it."""
-    from taco_fairseq.comparison.report import markdown_report, read_reference
+    from taco_fairseq.comparison.report import markdown_report
+    from taco_fairseq.comparison.tables import read_reference
 
     reference = read_reference(reference_study(tmp_path), [1], [10, 20, 40])
     assert {r["pretrain_seed"] for r in reference.measures} == {1}
@@ -608,7 +608,7 @@ def test_a_control_is_described_against_the_reference_studys_runs(tmp_path):
     ("other csv", [1], [10], "not the checkpoints.csv of a comparison (no column updates)"),
 ])
 def test_a_reference_that_does_not_fit_is_refused(tmp_path, change, seeds, updates, message):
-    from taco_fairseq.comparison.report import read_reference
+    from taco_fairseq.comparison.tables import read_reference
 
     out = reference_study(tmp_path)
     if change == "no csv":
@@ -623,7 +623,7 @@ def test_a_reference_that_does_not_fit_is_refused(tmp_path, change, seeds, updat
 
 
 def test_checkpoints_and_summary_csv_read_back_as_written(tmp_path):
-    from taco_fairseq.comparison.report import (
+    from taco_fairseq.comparison.tables import (
         read_checkpoints_csv,
         read_summary_csv,
         write_checkpoints_csv,

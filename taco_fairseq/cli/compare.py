@@ -39,10 +39,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from taco_fairseq.comparison.objectives import available_objectives
 from taco_fairseq.comparison.pretraining import PretrainSettings, changed_options, option_values
-from taco_fairseq.comparison.report import (
+from taco_fairseq.comparison.figures import plot_figures
+from taco_fairseq.comparison.report import markdown_report
+from taco_fairseq.comparison.tables import (
     COMMAND_FILE,
-    markdown_report,
-    plot_figures,
     read_reference,
     write_checkpoints_csv,
     write_summary_csv,
@@ -682,7 +682,7 @@ def write_report(options: StudyOptions, command: List[str], measures, scores, ti
     ``command`` lines, :func:`command_lines`); prints the report. Without ``scores`` (no
     fine-tuning finished yet) summary.csv has its header only and the report is of the
     ``measures``; with ``options.reference``, it describes the runs against that study's
-    (:func:`taco_fairseq.comparison.report.read_reference`)."""
+    (:func:`taco_fairseq.comparison.tables.read_reference`)."""
     out = options.out
     try:  # read again (parse_options checked it): the reference may have reported since
         reference = None if options.reference is None else read_reference(

@@ -1,7 +1,8 @@
 """Checkpoint sweep: fine-tune every checkpoint_<epoch>_<updates>.pt of several pre-training
 runs on GLUE, plot the GLUE average against pre-training updates (PNG) with a CSV, and print
 the speedup of each run over the baseline: the baseline's updates at its best score divided by
-the first updates at which the run reaches that score (the paper: TACO over MLM).
+the updates at which the run first reaches that score, interpolated between its checkpoints
+(the paper: TACO over MLM; the same speed-up as taco-compare's, docs/results.md#the-instrument).
 
 Example (checkpoints saved with --save-interval-updates 5000 --keep-interval-updates -1):
 

@@ -1,249 +1,35 @@
-"""The files a comparison writes: ``summary.csv`` (one row per fine-tuning), ``checkpoints.csv``
-(validation loss and contextual score per checkpoint), the figures and ``report.md``; and
-those of another comparison read back, for a report that describes a control against it
-(``taco-compare --reference``: :func:`read_reference`)."""
+"""``report.md`` of a comparison (``taco-compare``), in markdown (:func:`markdown_report`): the
+primary endpoint, the dev scores, the exploratory comparisons with their Holm-corrected
+verdicts, the speed-up, the description against a ``--reference`` study, the raw measures and
+links to the figures. The CSV files: :mod:`.tables`; the figures: :mod:`.figures`."""
 
-import csv
 import dataclasses
-import math
-import textwrap
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, TypeVar
+from typing import List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from .figures import GLUE_AXIS_SPAN, error_bars
 from .statistics import (
     ALPHA,
     INITIALIZATION,
-    MEASURE_IDS,
     Comparison,
     MeasureTable,
     PairedTest,
     PrimaryEndpoint,
-    Score,
     ScoreTable,
     better,
+    compared_updates,
     glue_comparisons,
     improvement,
+    is_finite_number,
     is_reference,
     measure_comparisons,
-    paired_difference,
     paired_test,
     speedup,
-    t_interval,
     with_holm,
 )
-
-_Parsed = TypeVar("_Parsed")
-
-#: The columns of ``summary.csv``: the fields of :class:`.statistics.Score`.
-SUMMARY_COLUMNS = [f.name for f in dataclasses.fields(Score)]
-#: Where a call that runs the phases records its command, for the report of a later
-#: ``--report-only`` call (and of a study that reads this one as its ``--reference``).
-COMMAND_FILE = "command.txt"
-#: The first columns of ``checkpoints.csv`` (every other measure follows).
-CHECKPOINT_COLUMNS = ("objective", "pretrain_seed", "updates", "valid_mlm_loss",
-                      "contextual_score", "intra_context_cos", "inter_context_cos")
-
-
-def write_summary_csv(scores: Sequence[Score], path: Path) -> None:
-    """``summary.csv``: one row per objective × pretrain_seed × updates × task × seed."""
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(SUMMARY_COLUMNS)
-        for s in sorted(scores, key=lambda s: (s.objective, s.pretrain_seed, s.updates, s.task,
-                                                s.seed)):
-            writer.writerow([_text(getattr(s, c)) for c in SUMMARY_COLUMNS])
-
-
-def write_checkpoints_csv(rows: Sequence[Mapping], path: Path) -> None:
-    """``checkpoints.csv``: per checkpoint, the validation loss and contextual score
-    (:data:`CHECKPOINT_COLUMNS`), then every other measure of the rows (probes, neighbour
-    attention, ...) in the order they first appear. A measure that is missing or not finite
-    (e.g. ``valid_mlm_loss`` at update 0: fairseq validates after updates only) is an empty
-    cell, which readers take as missing (``csv`` gives ``""``, pandas NaN)."""
-    columns = list(dict.fromkeys([*CHECKPOINT_COLUMNS, *(k for r in rows for k in r)]))
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(columns)
-        for row in sorted(rows, key=lambda r: (r["objective"], r["pretrain_seed"], r["updates"])):
-            writer.writerow([_text(row[c]) if _finite(row.get(c)) or isinstance(row.get(c), str)
-                             else "" for c in columns])
-
-
-def read_summary_csv(path: Path) -> List[Score]:
-    """The scores of a ``summary.csv`` (:func:`write_summary_csv`), one per row.
-
-    Raises:
-        OSError: it cannot be read.
-        ValueError: it lacks a column of :data:`SUMMARY_COLUMNS`, or a cell is not of its
-            type (naming the file and line).
-    """
-    fields = dataclasses.fields(Score)
-    return _read_csv(path, SUMMARY_COLUMNS, "summary.csv",
-                     lambda row: Score(**{f.name: f.type(row[f.name]) for f in fields}))
-
-
-def read_checkpoints_csv(path: Path) -> List[dict]:
-    """The rows of a ``checkpoints.csv`` (:func:`write_checkpoints_csv`) as phase 2 measured
-    them: ``objective`` (a string), ``pretrain_seed`` and ``updates`` (integers) and every
-    other column a number (an empty cell: None).
-
-    Raises:
-        OSError: it cannot be read.
-        ValueError: it lacks a column of :data:`.statistics.MEASURE_IDS`, or a cell is not a
-            number (naming the file and line).
-    """
-    return _read_csv(path, MEASURE_IDS, "checkpoints.csv", lambda row: {
-        "objective": row["objective"], "pretrain_seed": int(row["pretrain_seed"]),
-        "updates": int(row["updates"]),
-        **{k: float(v) if v else None for k, v in row.items() if k not in MEASURE_IDS}})
-
-
-def _read_csv(path: Path, columns: Sequence[str], kind: str,
-              parse: Callable[[Dict[str, str]], _Parsed]) -> List[_Parsed]:
-    """Each row of the CSV file ``path`` (a comparison's ``kind``, e.g. ``summary.csv``) as
-    ``parse`` makes it of ``{column: cell}``.
-
-    Raises:
-        ValueError: the header lacks one of ``columns`` ("not the ``kind`` of a comparison"),
-            or ``parse`` raised TypeError or ValueError (naming the file and line).
-    """
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"{path}: not the {kind} of a comparison (no column "
-                             f"{', '.join(missing)})")
-        parsed = []
-        for row in reader:
-            try:
-                parsed.append(parse(row))
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{path}, line {reader.line_num}: {e}") from None
-    return parsed
-
-
-def plot_figures(table: Optional[ScoreTable], measures: Sequence[Mapping], baseline: str,
-                 out: Path) -> List[Path]:
-    """``glue_average.png`` (the paper's Figure 5: GLUE average over the curve tasks against
-    updates), ``tasks.png`` (per task), ``difference.png`` (each objective − baseline at equal
-    updates) and ``checkpoints.png`` (every per-checkpoint measure); ``table`` None (no
-    fine-tuning has finished): ``checkpoints.png`` only. Returns the files written.
-
-    Each point is the mean over pre-training seeds of the per-seed means over fine-tuning
-    seeds; the error bars are the 95% t-interval over pre-training seeds (:func:`error_bars`;
-    with one pre-training seed, ± the SD over fine-tuning seeds on the GLUE figures, none on
-    the measures); each title says which. A GLUE axis spans at least :data:`GLUE_AXIS_SPAN`
-    points, so that a small gap does not fill the figure."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    written = []
-    if table is not None:  # no fine-tuning finished yet: no GLUE figure
-        tasks = table.curve_tasks()
-        if tasks:
-            written += [_plot_glue_average(table, tasks, out / "glue_average.png"),
-                        _plot_difference(table, tasks, baseline, out / "difference.png")]
-        written.append(_plot_tasks(table, out / "tasks.png"))
-    measured = MeasureTable(measures)
-    if measured.keys:
-        written.append(_plot_measures(measured, len({r["pretrain_seed"] for r in measures}),
-                                      out / "checkpoints.png"))
-    return written
-
-
-def _plot_glue_average(table: ScoreTable, tasks: Sequence[str], path: Path) -> Path:
-    """:func:`plot_figures`' ``glue_average.png``: each objective's GLUE average over
-    ``tasks`` (points) against updates."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    for i, o in enumerate(table.objectives):
-        _errorbar(ax, table.updates, [_glue_bar(table, o, u, tasks) for u in table.updates], o,
-                  _dodge(i, len(table.objectives), table.updates))
-    _axes(ax, f"GLUE average ({', '.join(tasks)}), points", GLUE_AXIS_SPAN)
-    bars = error_bars(len(table.pretrain_seeds), len(table.seeds))
-    ax.set_title(textwrap.fill(f"GLUE dev average vs pre-training updates: {bars}", 75),
-                 fontsize=8)
-    return _save(fig, path)
-
-
-def _plot_difference(table: ScoreTable, tasks: Sequence[str], baseline: str,
-                     path: Path) -> Path:
-    """:func:`plot_figures`' ``difference.png``: each other objective's GLUE average over
-    ``tasks`` minus ``baseline``'s (points), paired by pre-training seed, at every checkpoint
-    but the initialization."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    others = [o for o in table.objectives if o != baseline]
-    for i, o in enumerate(others):
-        points = [(u, paired_difference(table, o, baseline, u, tasks))
-                  for u in _compared(table.updates)]
-        _errorbar(ax, [u for u, _ in points], [(d.difference, d.low, d.high) for _, d in points],
-                  f"{o} − {baseline}", _dodge(i, len(others), table.updates))
-    ax.axhline(0, color="grey", lw=0.8)
-    _axes(ax, "difference of GLUE averages, points", GLUE_AXIS_SPAN)
-    ax.set_title("Paired difference at equal updates\n("
-                 + ("95% t-interval over pre-training seeds, uncorrected"
-                    if len(table.pretrain_seeds) > 1 else "one pre-training seed: no interval")
-                 + ")", fontsize=9)
-    return _save(fig, path)
-
-
-def _plot_tasks(table: ScoreTable, path: Path) -> Path:
-    """:func:`plot_figures`' ``tasks.png``: a panel per task, each objective's dev score
-    (points) at the checkpoints whose runs have all finished."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(table.tasks), figsize=(3.4 * len(table.tasks), 3.6),
-                             squeeze=False)
-    for ax, task in zip(axes[0], table.tasks):
-        for i, o in enumerate(table.objectives):
-            at = [u for u in table.updates if table.cell(o, u, task) is not None]
-            _errorbar(ax, at, [_glue_bar(table, o, u, [task]) for u in at], o,
-                      _dodge(i, len(table.objectives), table.updates))
-        _axes(ax, "dev score, points", GLUE_AXIS_SPAN)
-        ax.set_title(task)
-    bars = error_bars(len(table.pretrain_seeds), len(table.seeds))
-    fig.suptitle(textwrap.fill(bars, 60 * len(table.tasks)), fontsize=8)
-    return _save(fig, path)
-
-
-def _plot_measures(measured: MeasureTable, pretrain_seeds: int, path: Path) -> Path:
-    """:func:`plot_figures`' ``checkpoints.png``: a panel per measure of ``measured`` (at
-    least one; four panels a row), each objective's mean over its ``pretrain_seeds``
-    (a count) against updates."""
-    import matplotlib.pyplot as plt
-
-    columns = min(4, len(measured.keys))
-    rows = math.ceil(len(measured.keys) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
-    for ax, key in zip(axes.ravel(), measured.keys):
-        for i, o in enumerate(measured.objectives):
-            at = [u for u in measured.updates if measured.values(key, o, u)]
-            _errorbar(ax, at, [_bar(list(measured.values(key, o, u).values())) for u in at], o,
-                      _dodge(i, len(measured.objectives), measured.updates))
-        _axes(ax, MEASURE_LABELS.get(key, key))
-    for ax in axes.ravel()[len(measured.keys):]:
-        ax.axis("off")
-    fig.suptitle("Per-checkpoint measures: mean over pre-training seeds"
-                 + (", error bars: 95% t-interval over them" if pretrain_seeds > 1 else
-                    " (one pre-training seed: no error bars)"), fontsize=9)
-    return _save(fig, path)
-
-
-def error_bars(pretrain_seeds: int, finetune_seeds: int) -> str:
-    """What the points and error bars of the GLUE figures are, in words."""
-    points = (f"mean of {pretrain_seeds} pre-training seed(s), each averaged over "
-              f"{finetune_seeds} fine-tuning seed(s)")
-    if pretrain_seeds > 1:
-        return f"{points}; error bars: 95% t-interval over the pre-training seeds"
-    if finetune_seeds > 1:
-        return f"{points}; error bars: ± SD over the fine-tuning seeds (description only)"
-    return f"{points}; no error bars"
+from .tables import COMMAND_FILE, ReferenceStudy, as_written
 
 
 def markdown_report(table: Optional[ScoreTable], measures: Sequence[Mapping], baseline: str,
@@ -251,7 +37,7 @@ def markdown_report(table: Optional[ScoreTable], measures: Sequence[Mapping], ba
                     search: Optional[Mapping] = None,
                     primary: Optional[PrimaryEndpoint] = None,
                     figures: Optional[Sequence[Path]] = None,
-                    reference: Optional["ReferenceStudy"] = None) -> str:
+                    reference: Optional[ReferenceStudy] = None) -> str:
     """``report.md``: ``header`` (command, machine), the primary endpoint (default: the GLUE
     average over the curve tasks at the last checkpoint), the wall time of each phase, the
     search, the dev scores and, labelled exploratory with Holm-corrected verdicts
@@ -259,7 +45,7 @@ def markdown_report(table: Optional[ScoreTable], measures: Sequence[Mapping], ba
     itself improved, a table per checkpoint measure (references such as the uniform attention
     left out: :func:`.statistics.is_reference`), the description against a ``reference``
     study (:func:`reference_section`), the raw measures and the ``figures``
-    (:func:`plot_figures`' files; None: all four names).
+    (:func:`.figures.plot_figures`' files; None: all four names).
 
     ``table`` None: no fine-tuning has finished yet (an interim report); the fine-tuning
     sections say so, and a ``glue-average`` primary endpoint gets no verdict.
@@ -331,7 +117,7 @@ def _glue_sections(table: ScoreTable, candidates: Sequence[str], baseline: str,
             lines += ["", f"### Speed-up of {o} over {baseline}", "",
                       speedup_sentence(speedup(table, o, baseline, tasks), o, baseline, rise)]
     if rise is not None:
-        compared = _compared(table.updates)
+        compared = compared_updates(table.updates)
         lines += ["", "## Does the baseline improve over the run?", "",
                   rise_sentence(rise, baseline, compared[0], compared[-1])]
     return lines
@@ -373,7 +159,7 @@ def _per_checkpoint(measures: Sequence[Mapping], keys: Sequence[str]) -> List[st
 def _figures_section(table: Optional[ScoreTable], measures: Sequence[Mapping],
                      figures: Optional[Sequence[Path]]) -> List[str]:
     """The report's figures: what their points and error bars are, and a link to each of
-    ``figures`` (:func:`plot_figures`' files; None: all four names)."""
+    ``figures`` (:func:`.figures.plot_figures`' files; None: all four names)."""
     pretrain_seeds = (table.pretrain_seeds if table is not None
                       else sorted({m["pretrain_seed"] for m in measures}))
     over = ("with its 95% t-interval over pre-training seeds (uncorrected)"
@@ -414,14 +200,6 @@ def _primary_left_out(primary: PrimaryEndpoint, what: str) -> str:
             "not in this table nor in its Holm correction.")
 
 
-#: Every GLUE axis spans at least this many points (scores or differences): a gap of a point
-#: looks like one, not like the whole range of the figure.
-GLUE_AXIS_SPAN = 10.0
-
-#: Axis labels of the known per-checkpoint measures (others: the key).
-MEASURE_LABELS = {"valid_mlm_loss": "validation MLM loss, bits",
-                  "contextual_score": "contextual score (held-out text)"}
-
 #: A measure's better direction (:func:`.statistics.better`) in words.
 DIRECTION = {+1: "higher is better", -1: "lower is better", 0: "no better direction"}
 
@@ -434,11 +212,13 @@ EXPLORATORY = (
     "pre-training seed nothing is tested. The initialization (updates 0) is the same network "
     "for every objective and is not compared.")
 
+
 #: The report's dev-score section while no fine-tuning has finished.
 NO_FINETUNING = (
     "**No fine-tuning has finished yet** (no finished run under OUT/finetune): no dev scores, "
     "no GLUE comparison, speed-up or GLUE figure. What follows is what exists so far: the "
     "per-checkpoint measures of phase 2.")
+
 
 #: The header of every comparison table of the report (:func:`comparison_row`).
 COMPARISON_HEADER = ("| updates | what | n | baseline | objective | difference | 95% t-interval | "
@@ -530,7 +310,7 @@ def verdict(test: PairedTest, adjusted_p: Optional[float], objective: str,
 def baseline_rise(table: ScoreTable, baseline: str, tasks: Sequence[str]) -> Optional[PairedTest]:
     """:func:`.statistics.improvement` of the baseline from the first to the last compared
     checkpoint; None without two of them or without curve tasks."""
-    updates = _compared(table.updates)
+    updates = compared_updates(table.updates)
     if not tasks or len(updates) < 2:
         return None
     return improvement(table, baseline, updates[0], updates[-1], tasks)
@@ -584,87 +364,16 @@ def speedup_sentence(s: Mapping, candidate: str, baseline: str,
                    + ", so reaching its best says nothing about speed.**")
 
 
-@dataclass(frozen=True)
-class ReferenceStudy:
-    """Another comparison's output directory that a report describes its runs against
-    (``taco-compare --reference``), e.g. a control that trains TACO only against the study
-    whose TACO and MLM runs it varies (docs/results/study5/PLAN.md, controls 4 and 5).
-
-    Attributes:
-        out: its ``--out``.
-        measures: its ``checkpoints.csv`` rows (:func:`read_checkpoints_csv`) of the compared
-            pre-training seeds.
-        scores: its ``summary.csv`` scores of those seeds (empty without one).
-        command: the command that ran its phases (its :data:`COMMAND_FILE`; "" without one).
-    """
-
-    out: Path
-    measures: Sequence[Mapping]
-    scores: Sequence[Score] = ()
-    command: str = ""
-
-
-def read_reference(out: Path, pretrain_seeds: Sequence[int],
-                   checkpoint_updates: Sequence[int]) -> ReferenceStudy:
-    """``out``'s ``checkpoints.csv`` (and ``summary.csv``, :data:`COMMAND_FILE` where they
-    exist), checked against the study that reads it: its runs are matched by pre-training seed
-    and update count.
-
-    Args:
-        out: the reference study's ``--out``.
-        pretrain_seeds: the reading study's ``--pretrain-seeds``: the reference must have
-            every one of them (only they are kept).
-        checkpoint_updates: the reading study's ``--checkpoint-updates``: the reference must
-            have a checkpoint at one of them (besides the initialization, update 0).
-
-    Raises:
-        ValueError: the message names what does not fit and what to do: no such directory,
-            no ``checkpoints.csv`` (its report not written yet), a file that is not a
-            comparison's, a pre-training seed it lacks, no common checkpoint.
-    """
-    out = Path(out)
-    path = out / "checkpoints.csv"
-    if not out.is_dir():
-        raise ValueError("no such directory (give the --out of another taco-compare study)")
-    if not path.is_file():
-        raise ValueError(f"no checkpoints.csv (its report writes it: run taco-compare "
-                         f"--report-only --out {out} with that study's options first)")
-    rows = read_checkpoints_csv(path)
-    have = sorted({r["pretrain_seed"] for r in rows})
-    lacking = [s for s in pretrain_seeds if s not in have]
-    if lacking:
-        raise ValueError(
-            f"its checkpoints.csv has pre-training seed(s) "
-            f"{', '.join(map(str, have)) or 'none'}, not "
-            f"{', '.join(map(str, lacking))} of --pretrain-seeds "
-            f"{' '.join(map(str, pretrain_seeds))}: runs are matched by pre-training seed (the "
-            "same initialization and batches); give a reference that has them")
-    updates = sorted({r["updates"] for r in rows} - {INITIALIZATION})
-    if not set(updates) & set(checkpoint_updates):
-        raise ValueError(
-            f"its checkpoints.csv has checkpoints at "
-            f"{', '.join(map(str, updates)) or 'no update count'}, "
-            f"none at --checkpoint-updates {' '.join(map(str, checkpoint_updates))}: runs "
-            "are matched on update counts; give a reference with a checkpoint in common")
-    summary = out / "summary.csv"
-    scores = read_summary_csv(summary) if summary.is_file() else []
-    command = out / COMMAND_FILE
-    return ReferenceStudy(
-        out, [r for r in rows if r["pretrain_seed"] in pretrain_seeds],
-        [s for s in scores if s.pretrain_seed in pretrain_seeds],
-        command.read_text(encoding="utf-8").strip() if command.is_file() else "")
-
-
 def reference_section(measured: MeasureTable, table: Optional[ScoreTable],
                       reference: ReferenceStudy) -> List[str]:
     """The report's description of its runs against ``reference``'s: per objective of this
     study and objective of the reference (the same objective first), each measure (and each
     fine-tuned task both have) at each update count both have, this study's value, the
-    reference's and the difference, over the pre-training seeds both have (:func:`paired_test`
-    pairs them). A description, no test: two --out differ in more than one setting, and a
-    control has one pre-training seed. This study's values are taken as its own CSVs would
-    hold them (:func:`as_written`, as the reference's are), so that identical runs differ by
-    0, not by a rounding error shown as ``-0.0000``."""
+    reference's and the difference, over the pre-training seeds both have
+    (:func:`.statistics.paired_test` pairs them). A description, no test: two --out differ in
+    more than one setting, and a control has one pre-training seed. This study's values are
+    taken as its own CSVs would hold them (:func:`.tables.as_written`, as the reference's
+    are), so that identical runs differ by 0, not by a rounding error shown as ``-0.0000``."""
     measured = measured.mapped(as_written)
     table = table.mapped(as_written) if table is not None else None
     theirs = MeasureTable(reference.measures)
@@ -722,11 +431,6 @@ def _described(updates: int, label: str, test: Optional[PairedTest], objective: 
                           withheld=f"description (n = {test.n}): no test")
 
 
-def _compared(updates: Sequence[int]) -> List[int]:
-    """``updates`` but the initialization: the checkpoints that are compared."""
-    return [u for u in updates if u != INITIALIZATION]
-
-
 def _finetune_spread(table: ScoreTable, candidate: str, baseline: str, updates: int,
                      tasks: Sequence[str]) -> str:
     """"fine-tuning SD candidate / baseline" (:meth:`.statistics.ScoreTable.finetune_sd`,
@@ -749,85 +453,11 @@ def _mean_sd(table: ScoreTable, objective: str, updates: int, tasks: Sequence[st
     return f"{mean:.2f}" if sd is None else f"{mean:.2f} ± {sd:.2f}"
 
 
-def _glue_bar(table: ScoreTable, objective: str, updates: int, tasks: Sequence[str]):
-    """(mean, low, high) of a GLUE point: :func:`_bar` over pre-training seeds, or ± the SD
-    over fine-tuning seeds with one pre-training seed."""
-    means = list(table.seed_means(objective, updates, tasks).values())
-    if len(means) > 1:
-        return _bar(means)
-    sd = table.finetune_sd(objective, updates, tasks) or 0.0
-    return means[0], means[0] - sd, means[0] + sd
-
-
-def _bar(values: Sequence[float]):
-    """(mean, low, high): the 95% t-interval of the mean; (mean, None, None) for one value."""
-    if len(values) < 2:
-        return float(np.mean(values)), None, None
-    low, high, _ = t_interval(values)
-    return float(np.mean(values)), low, high
-
-
-def _errorbar(ax, x: Sequence[int], bars: Sequence, label: str, dodge: float = 0.0) -> None:
-    """Points ``(mean, low, high)`` (low/high None: no bar) with their error bars, moved
-    ``dodge`` along x so that two objectives' bars do not hide each other."""
-    if not x:
-        return
-    mid = np.array([b[0] for b in bars], float)
-    err = np.array([[m - (b[1] if b[1] is not None else m) for m, b in zip(mid, bars)],
-                    [(b[2] if b[2] is not None else m) - m for m, b in zip(mid, bars)]])
-    ax.errorbar(np.asarray(x, float) + dodge, mid, yerr=err, marker="o", capsize=3, label=label)
-
-
-def _dodge(index: int, count: int, updates: Sequence[int]) -> float:
-    """The x shift of the ``index``-th of ``count`` curves: 1.5% of the update range apart."""
-    span = (max(updates) - min(updates)) if len(updates) > 1 else 1
-    return (index - (count - 1) / 2) * 0.015 * span
-
-
 def _p(p: Optional[float]) -> str:
     if p is None:
         return "-"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _axes(ax, ylabel: str, span: Optional[float] = None) -> None:
-    """Labels, grid, legend; with ``span``, the y-axis widened about its centre to at least
-    ``span`` units."""
-    ax.set_xlabel("pre-training updates")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    if span is not None:
-        low, high = ax.get_ylim()
-        if high - low < span:
-            centre = (low + high) / 2
-            ax.set_ylim(centre - span / 2, centre + span / 2)
-    if ax.get_legend_handles_labels()[0]:  # a partial report may have no curve here yet
-        ax.legend(fontsize=8)
-
-
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
 def _num(value) -> str:
-    return f"{value:.4f}" if _finite(value) else "-"
-
-
-def _text(value) -> str:
-    """A cell of ``summary.csv`` and ``checkpoints.csv``: a float with 4 decimals."""
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
-def as_written(value: float) -> float:
-    """``value`` as ``summary.csv`` and ``checkpoints.csv`` hold it (:func:`_text`: 4
-    decimals); not-finite values as they are."""
-    return float(_text(float(value))) if math.isfinite(value) else value
+    return f"{value:.4f}" if is_finite_number(value) else "-"

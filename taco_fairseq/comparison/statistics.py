@@ -51,6 +51,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 from scipy import stats
 
+from ..glue.speedup import curve_speedup
+
 #: The level of every test; intervals are (1 − ALPHA) = 95%.
 ALPHA = 0.05
 
@@ -184,7 +186,7 @@ def paired_test(candidate: Mapping[int, float], baseline: Mapping[int, float]
         they share no seed.
     """
     seeds = sorted(s for s in candidate if s in baseline
-                   and _finite(candidate[s]) and _finite(baseline[s]))
+                   and is_finite_number(candidate[s]) and is_finite_number(baseline[s]))
     if not seeds:
         return None
     c = np.array([candidate[s] for s in seeds], float)
@@ -326,13 +328,13 @@ class MeasureTable:
 
     def __init__(self, rows: Sequence[Mapping]):
         self.keys = list(dict.fromkeys(
-            k for r in rows for k, v in r.items() if k not in MEASURE_IDS and _finite(v)))
+            k for r in rows for k, v in r.items() if k not in MEASURE_IDS and is_finite_number(v)))
         self.objectives = list(dict.fromkeys(r["objective"] for r in rows))
         self.updates = sorted({r["updates"] for r in rows})
         self._values: Dict[Tuple[str, str, int], Dict[int, float]] = {}
         for r in rows:
             for k in self.keys:
-                if _finite(r.get(k)):
+                if is_finite_number(r.get(k)):
                     self._values.setdefault((k, r["objective"], r["updates"]), {})[
                         r["pretrain_seed"]] = float(r[k])
 
@@ -492,57 +494,21 @@ def measure_comparisons(table: MeasureTable, key: str, candidate: str, baseline:
     return with_holm(items)
 
 
-def first_reach(updates: Sequence[int], curve: Sequence[float], target: float) -> Optional[float]:
-    """When a curve first reaches a target.
-
-    Args:
-        updates: ``[k]`` update counts of the checkpoints, ascending (k ≥ 1).
-        curve: ``[k]`` the values at them (e.g. a GLUE average, points).
-        target: the value to reach, in the curve's unit.
-
-    Returns:
-        The first update count at which ``curve`` ≥ ``target``, interpolated linearly between
-        the checkpoint below and the one at or above the target (the usual reading of the
-        paper's Figure 5); the first checkpoint's count when it starts at or above; None if
-        the curve never reaches it. Raises nothing for k ≥ 1 (IndexError for empty curves).
-    """
-    for i, value in enumerate(curve):
-        if value >= target:
-            if i == 0:
-                return float(updates[0])
-            before = curve[i - 1]
-            share = (target - before) / (value - before)
-            return updates[i - 1] + share * (updates[i] - updates[i - 1])
-    return None
-
-
-def speedup_at(updates: Sequence[int], baseline: Sequence[float],
-               candidate: Sequence[float]) -> Dict[str, Optional[float]]:
-    """The paper's speed-up (§4.2): how many fewer updates the candidate needs to reach the
-    baseline's best value.
-
-    Args:
-        updates: ``[k]`` update counts, ascending (k ≥ 1).
-        baseline, candidate: ``[k]`` the two curves at them (one unit, higher is better).
-
-    Returns:
-        ``baseline_best`` (the baseline's best value), ``baseline_updates`` (the first update
-        count with it), ``candidate_updates`` (:func:`first_reach` of the candidate to that
-        value; None: not reached) and ``speedup`` = baseline_updates / candidate_updates (None:
-        not reached). Raises ValueError (numpy's) for empty curves.
-    """
-    best = max(baseline)
-    at = updates[int(np.argmax(baseline))]
-    reach = first_reach(updates, candidate, best)
-    return {"baseline_best": best, "baseline_updates": at, "candidate_updates": reach,
-            "speedup": at / reach if reach else None}
+def compared_updates(updates: Sequence[int]) -> List[int]:
+    """``updates`` but the initialization (:data:`INITIALIZATION`): the checkpoints that are
+    compared, in their order."""
+    return [u for u in updates if u != INITIALIZATION]
 
 
 def speedup(table: ScoreTable, candidate: str, baseline: str,
             tasks: Sequence[str]) -> Dict[str, object]:
-    """:func:`speedup_at` on the GLUE-average curves (means over all runs), and ``per_seed``:
-    the speed-up of each pre-training seed on its own curves (averaged over its fine-tuning
-    seeds; None: not reached), in :attr:`ScoreTable.pretrain_seeds` order.
+    """The speed-up of ``candidate`` over ``baseline`` on their GLUE averages over ``tasks``
+    (points) at the compared checkpoints (:func:`compared_updates`), as
+    :mod:`taco_fairseq.glue.speedup` defines it for ``taco-glue-sweep`` too (the reach
+    interpolated): :func:`~taco_fairseq.glue.speedup.curve_speedup`'s keys for the curves of
+    the means over all runs (:meth:`ScoreTable.average`), and ``per_seed``: the speed-up of
+    each pre-training seed on its own curves (averaged over its fine-tuning seeds; None: not
+    reached), in :attr:`ScoreTable.pretrain_seeds` order.
 
     No interval: a speed-up is a ratio with "not reached" among its values, so a t-interval does
     not fit it, and resampling 3-5 seeds is invalid (module doc). The report gives the range
@@ -550,15 +516,19 @@ def speedup(table: ScoreTable, candidate: str, baseline: str,
     per-seed speed-up, [min, max] of n seeds covers it with probability 1 − 2^(1−n) (75% at
     n = 3, 94% at n = 5: order statistics, e.g. Conover, *Practical Nonparametric Statistics*,
     §3.2), short of 95%, so it is no verdict."""
-    updates = [u for u in table.updates if u != INITIALIZATION]
-    point = speedup_at(updates, [table.average(baseline, u, tasks) for u in updates],
-                       [table.average(candidate, u, tasks) for u in updates])
+    updates = compared_updates(table.updates)
+    point = curve_speedup(updates, [table.average(baseline, u, tasks) for u in updates],
+                          updates, [table.average(candidate, u, tasks) for u in updates])
     curves = {o: [table.seed_means(o, u, tasks) for u in updates] for o in (candidate, baseline)}
-    per_seed = [speedup_at(updates, [c[p] for c in curves[baseline]],
-                           [c[p] for c in curves[candidate]])["speedup"]
+    per_seed = [curve_speedup(updates, [c[p] for c in curves[baseline]],
+                              updates, [c[p] for c in curves[candidate]])["speedup"]
                 for p in table.pretrain_seeds]
     return dict(point, per_seed=per_seed)
 
 
-def _finite(value) -> bool:
+def is_finite_number(value) -> bool:
+    """Whether ``value`` is a finite real number: an int or float (numpy's float64 is one), not
+    a bool, NaN or ±inf, and not a string or None. What counts as a measured value in the
+    measure rows (:class:`MeasureTable`, ``checkpoints.csv``, the report's tables) and in a
+    paired test."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -86,7 +86,7 @@ class StudyOptions:
             side by side.
         cpu: train and evaluate on the CPU.
         reference: another comparison's ``--out`` that the report describes this one's runs
-            against (``--reference``: :func:`.report.read_reference`); None: none.
+            against (``--reference``: :func:`.tables.read_reference`); None: none.
     """
 
     out: Path

@@ -4,12 +4,9 @@ measure the speedup.
 
 Checkpoints are fairseq's ``checkpoint_<epoch>_<updates>.pt`` (``--save-interval-updates``);
 the one of run ``LABEL`` at ``U`` updates is reported as ``LABEL@U``. The speedup of a run
-over the baseline (the paper: TACO over MLM) is
-
-    (baseline's updates at its best GLUE average) / (first updates at which the run reaches
-    that average),
-
-e.g. the paper's 5x for BERT-small: MLM's best at 250k updates, reached by TACO at 50k.
+over the baseline (the paper: TACO over MLM) is :mod:`.speedup`'s, the one ``taco-compare``
+reports: the baseline's updates at its best GLUE average over the updates at which the run
+first reaches that average, interpolated between checkpoints.
 """
 
 import csv
@@ -21,6 +18,7 @@ from typing import Dict, List, Optional, Sequence
 
 from ..analysis.checkpoints import interval_checkpoints
 from .pretrained import PretrainedCheckpoint
+from .speedup import curve_speedup
 from .summary import Cell, glue_averages
 
 _LABEL = re.compile(r"^[A-Za-z0-9_.+-]+$")
@@ -84,24 +82,21 @@ def sweep_curves(cells: Sequence[Cell]) -> Dict[str, List[SweepPoint]]:
 
 def speedup(baseline: Sequence[SweepPoint], candidate: Sequence[SweepPoint],
             metric: str = "paper") -> Dict[str, Optional[float]]:
-    """The speedup of ``candidate`` over ``baseline`` (module doc) on the ``metric`` average
-    (``"paper"`` or ``"glue"``).
+    """The speedup of ``candidate`` over ``baseline`` on the ``metric`` average (``"paper"``
+    or ``"glue"``, points): :func:`.speedup.curve_speedup` of their curves (each run on its
+    own checkpoints, ascending as :func:`sweep_curves` gives them).
 
     Returns:
         ``baseline_best`` (score), ``baseline_updates`` (the first updates with it),
-        ``candidate_updates`` (the first updates where ``candidate`` reaches it; None if never)
-        and ``speedup`` (their ratio; None if never reached).
+        ``candidate_updates`` (the updates at which ``candidate`` first reaches it,
+        interpolated between its checkpoints; None if never) and ``speedup`` (their ratio;
+        None if never reached).
+
+    Raises:
+        ValueError: ``baseline`` has no point.
     """
-    scores = [getattr(p, metric) for p in baseline]
-    best = max(scores)
-    at = baseline[scores.index(best)].updates
-    reached = next((p.updates for p in candidate if getattr(p, metric) >= best), None)
-    return {
-        "baseline_best": best,
-        "baseline_updates": at,
-        "candidate_updates": reached,
-        "speedup": at / reached if reached else None,
-    }
+    return curve_speedup([p.updates for p in baseline], [getattr(p, metric) for p in baseline],
+                         [p.updates for p in candidate], [getattr(p, metric) for p in candidate])
 
 
 def write_sweep_csv(curves: Dict[str, List[SweepPoint]], path: Path) -> None:
@@ -146,5 +141,5 @@ def format_speedup(label: str, baseline: str, result: Dict[str, Optional[float]]
             f"({result['baseline_best']:.2f})")
     if result["speedup"] is None or math.isnan(result["speedup"]):
         return f"{head}; {label} does not reach that score: no speedup measurable"
-    return (f"{head}; {label} first reaches it at {result['candidate_updates']} updates: "
-            f"speedup {result['speedup']:.2f}x")
+    return (f"{head}; {label} first reaches it at {result['candidate_updates']:.0f} updates "
+            f"(interpolated): speedup {result['speedup']:.2f}x")

@@ -203,7 +203,7 @@ for batch in "${TWO_PROC_BATCHES[@]}"; do
   fi
 done
 
-# 6. the official negative pool on one GPU: 256 sequences per batch (README, "Many GPUs")
+# 6. the official negative pool on one GPU: 256 sequences per batch (examples/taco/README.md, "Sequences per update")
 for run in "${POOL_RUNS[@]}"; do
   IFS=: read -r name arch batch <<< "$run"
   step "pool-$name" "$LIMIT" "$BIN/fairseq-train" "${TRAIN[@]}" --arch "$arch" \

@@ -45,7 +45,7 @@ def test_every_console_script_resolves_and_has_help(name, capsys):
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_every_script_is_a_shim_of_a_console_script(script, capsys, monkeypatch):
-    # README: the scripts/*.py of a checkout run the main() of a taco-* command, nothing else
+    # docs/architecture.md: the scripts/*.py of a checkout run the main() of a taco-* command
     source = (REPO / "scripts" / script).read_text(encoding="utf-8")
     assert re.findall(r"^from ([\w.]+) import main$", source, re.M) in (
         [value.split(":")[0]] for value in DECLARED.values())

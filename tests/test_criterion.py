@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batches import FixedBatch, masked_lm_batches
-from conftest import REPO, first_batch, fairseq_setup
+from conftest import first_batch, fairseq_setup
 from taco_fairseq.criterion import TC_EMBEDDINGS, check_temperature
 from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals
 from taco_fairseq.diagnostics import last_layer_states
@@ -220,15 +220,6 @@ def test_global_bias_is_final_features_minus_embedding(synthetic_databin, arch_a
     g = global_bias(last_layer_states(model, inner), criterion.static_embedding(
         model, batch, inner)).transpose(0, 1)
     torch.testing.assert_close(g, features - expected_e, rtol=1e-5, atol=1e-5)
-
-
-def test_readme_says_what_each_tc_embedding_is():
-    """The --tc-embedding row of the README's option table names every choice, what `token`
-    uses at masked positions, and that layer-output includes the embedding dropout."""
-    row = next(line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
-               if line.startswith("| `--tc-embedding` |"))
-    assert all(f"`{choice}`" in row for choice in TC_EMBEDDINGS)
-    assert "input token" in row and "`<mask>` row" in row and "embedding dropout" in row
 
 
 @pytest.mark.parametrize(

@@ -60,8 +60,8 @@ def _sequences_per_update(cfg) -> int:
 
 
 def _negative_pool(cfg) -> int:
-    """Sequences each anchor's negatives are drawn from (README, "Many GPUs: the negative
-    pool"): one step's batches of all workers with --tc-cross-worker-negatives."""
+    """Sequences each anchor's negatives are drawn from (examples/taco/README.md, "Sequences
+    per update"): one step's batches of all workers with --tc-cross-worker-negatives."""
     assert cfg.task.tc_cross_worker_negatives
     return cfg.dataset.batch_size * cfg.distributed_training.distributed_world_size
 
@@ -136,9 +136,9 @@ def test_an_installed_package_is_found_by_a_relative_user_dir_from_any_directory
     """An installed (not editable) package sits beside fairseq in site-packages, where fairseq
     also looks for a relative ``--user-dir`` it cannot find in the working directory, so
     ``--user-dir taco_fairseq`` (and hydra's ``common.user_dir=taco_fairseq``) works from any
-    directory (README, "Pre-train"). Simulated with a site-packages holding copies of fairseq
-    and the plugin (copies: fairseq's ``fairseq/../taco_fairseq`` would follow a link back to
-    the real site-packages), run from another directory."""
+    directory (docs/reliability.md, section 5). Simulated with a site-packages holding copies
+    of fairseq and the plugin (copies: fairseq's ``fairseq/../taco_fairseq`` would follow a link
+    back to the real site-packages), run from another directory."""
     import shutil
 
     import fairseq

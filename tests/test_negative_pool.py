@@ -1,7 +1,7 @@
-"""The negative pool of the recipes and documented command lines (README.md, "Many GPUs: the
-negative pool"): the TACO recipes and multi-GPU commands draw negatives across workers, and
-the README's table of pools, distinct sequences and all-gather sizes is what the sampler and
-the tensor sizes give."""
+"""The negative pool of the recipes and documented command lines (examples/taco/README.md,
+"Sequences per update"): the TACO recipes and multi-GPU commands draw negatives across workers,
+the table of pools and distinct sequences there is what the sampler gives, and the all-gather
+sizes of docs/reliability.md (section 2) are what the tensor sizes give."""
 
 import re
 import shlex
@@ -19,6 +19,8 @@ from taco_fairseq.sampling import SamplingOptions, sample_positions
 SEQUENCES_PER_UPDATE, TOKENS, RECIPE_GPUS = 1280, 256, 8
 HIDDEN = {"BERT-small": 512, "BERT-base": 768}
 K = 50
+#: the page with the table of pools, and the one with the cost of the all-gather
+EXAMPLES, RELIABILITY = REPO / "examples/taco/README.md", REPO / "docs/reliability.md"
 
 
 def expected_distinct(others: int, k: int = K) -> float:
@@ -58,7 +60,7 @@ def _fairseq_train_blocks(path):
                 yield words
 
 
-@pytest.mark.parametrize("path", [REPO / "README.md", REPO / "examples/taco/README.md"],
+@pytest.mark.parametrize("path", [REPO / "README.md", EXAMPLES],
                          ids=lambda p: str(p.relative_to(REPO)))
 def test_documented_multi_gpu_taco_commands_draw_negatives_from_all_workers(path):
     """Every TACO command line for GPUs (--fp16) with the recipes' 32 × 5 or a world size."""
@@ -101,11 +103,11 @@ def test_distinct_sequences_among_the_negatives_follow_the_formula(sequences, wo
     assert abs(mean - expected_distinct(sequences - 1)) < 5 * standard_error + 0.02
 
 
-def _readme_pool_table():
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def _pool_table():
+    text = EXAMPLES.read_text(encoding="utf-8")
     match = re.search(r"<!-- negative-pool:.*?-->\n((?:\|.*\n)+)", text)
-    assert match, "README.md lost its negative-pool table"
-    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+    assert match, "examples/taco/README.md lost its negative-pool table"
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
             for line in match.group(1).splitlines()[2:]]
     assert len(rows) >= 4
     return rows
@@ -115,30 +117,30 @@ def _number(text):
     return int(text.replace(",", ""))
 
 
-def test_the_readme_table_is_what_the_sampler_and_the_tensor_sizes_give():
+def test_the_pool_table_is_what_the_sampler_gives():
     gpus_seen = set()
-    for gpus, split, without, with_option, distinct, gathered in _readme_pool_table():
+    for gpus, split, without, with_option, distinct in _pool_table():
         gpus, (batch, update_freq) = int(gpus), map(int, re.findall(r"\d+", split)[:2])
         gpus_seen.add(gpus)
         assert batch * update_freq * gpus == SEQUENCES_PER_UPDATE
         assert (_number(without), _number(with_option)) == (batch, batch * gpus)
         assert distinct == " → ".join(f"{expected_distinct(pool - 1):.1f}"
                                       for pool in (batch, batch * gpus))
-        if gpus == 1:
-            assert gathered == "none"
-        else:  # float32 vectors of the other workers' tokens, all steps of an update
-            megabytes = [(gpus - 1) / gpus * SEQUENCES_PER_UPDATE * TOKENS * h * 4 / 1e6
-                         for h in HIDDEN.values()]
-            assert gathered == " / ".join(f"{mb:.0f} MB" for mb in megabytes)
     assert gpus_seen == {1, 8, 64}
 
 
-def test_the_examples_table_agrees_with_the_readme():
-    text = (REPO / "examples/taco/README.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| (\d+) \| .*? \| ([\d,]+) \| ([\d.]+) \|$", text, re.M)
-    assert {int(g) for g, _, _ in rows} == {1, 8, 64}
-    for _, pool, distinct in rows:
-        assert distinct == f"{expected_distinct(_number(pool) - 1):.1f}"
+def _all_gather_megabytes(gpus):
+    """float32 vectors of the other workers' tokens, all steps of an update, per GPU."""
+    return [(gpus - 1) / gpus * SEQUENCES_PER_UPDATE * TOKENS * h * 4 / 1e6
+            for h in HIDDEN.values()]
+
+
+def test_the_all_gather_sizes_are_what_the_tensor_sizes_give():
+    text = " ".join(RELIABILITY.read_text(encoding="utf-8").split())
+    small, base = _all_gather_megabytes(8)
+    assert f"{small:.0f} MB (BERT-small) and {base:.0f} MB (BERT-base) on 8 GPUs" in text
+    small, base = _all_gather_megabytes(64)
+    assert f"{small:.0f} MB and {base:.0f} MB on 64" in text
 
 
 def _parameters(arch, vocabulary=30522):
@@ -159,10 +161,10 @@ def _parameters(arch, vocabulary=30522):
     return sum(p.numel() for p in model.parameters())
 
 
-def test_the_readme_compares_the_all_gather_with_the_gradient_all_reduce():
-    """The prose under the table: the fp16 gradients' ring all-reduce on 8 GPUs and its ratio
-    to the negatives' all-gather."""
-    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+def test_the_all_gather_is_compared_with_the_gradient_all_reduce():
+    """docs/reliability.md: the fp16 gradients' ring all-reduce on 8 GPUs and its ratio to the
+    negatives' all-gather."""
+    text = " ".join(RELIABILITY.read_text(encoding="utf-8").split())
     gpus = 8
     ratios = []
     for name, arch, hidden in (("BERT-small", "roberta_small", 512),

@@ -141,8 +141,24 @@ def test_the_initialization_is_what_fairseq_train_starts_from(tiny_databin, tmp_
     assert hub.extract_features(hub.encode("A sentence.")).shape[-1] == 128
 
 
+def _small_treebanks(directory, sentences=120):
+    """The first ``sentences`` of UD English EWT's dev and test in ``directory`` (read at test
+    time from ../shared): the part-of-speech probe's --conllu-train and --conllu-test."""
+    source = SHARED / "data" / "ud-english-ewt"
+    if not source.is_dir():
+        pytest.skip(f"UD English EWT not found in {source}")
+    paths = []
+    for split in ("dev", "test"):
+        text = (source / f"en_ewt-ud-{split}.conllu").read_text(encoding="utf-8")
+        path = directory / f"{split}.conllu"
+        path.write_text("\n\n".join(text.split("\n\n")[:sentences]) + "\n\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
 def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tmp_path):
     out = tmp_path / "compare"
+    train, test = _small_treebanks(tmp_path)
     command = [
         "--data", tiny_databin, "--glue-data", glue_databin, "--out", out,
         "--arch", "roberta_tiny", "--max-update", "12", "--checkpoint-updates", "6", "12",
@@ -151,12 +167,15 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
         "--finetune-max-updates", "RTE=2",
         "--heldout-text", wikitext_test, "--heldout-sentences", "40", "--cpu",
         "--probe-tasks", "RTE", "STS-B", "--probe-max-train", "400",
+        "--conllu-train", train, "--conllu-test", test,
+        "--heldout-mlm-text", f"wikitext2={wikitext_test}",
         "--", "--num-workers", "0", "--log-interval", "1", "--max-valid-steps", "2",
     ]
     result = run_script("compare_objectives.py", *command)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     for phase in ("1/5", "2/5", "3/5", "4/5", "5/5"):
         assert f"== {phase}" in result.stdout
+    assert "checkpoints so far" in result.stdout  # measured in phase 1, as they were saved
 
     with open(out / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -201,6 +220,11 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
         assert -100 <= float(m["sts_unsupervised"]) <= 100
         assert 0 < float(m["neighbour_attention"]) < 1
         assert 0 < float(m["attention_entropy"]) <= float(m["attention_entropy_uniform"]) + 1e-9
+        # the part-of-speech probe (every layer) and the held-out masked-LM loss, every row
+        for key in ("pos_accuracy", "pos_accuracy_ambiguous", "pos_accuracy_layer0",
+                    "pos_accuracy_layer2", "pos_accuracy_baseline"):
+            assert 0 < float(m[key]) <= 100
+        assert 0 < float(m["mlm_loss_wikitext2"]) < 20
     initial = [{k: v for k, v in m.items() if k != "objective"} for m in measures
                if m["updates"] == "0"]
     assert initial[0] == initial[1]
@@ -1112,3 +1136,106 @@ def test_a_reference_that_does_not_fit_is_an_error_in_one_line(tmp_path, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert f"error: --reference {reference}" in err[-1] and message in err[-1]
     assert len([line for line in err if "error:" in line]) == 1
+
+
+def test_each_checkpoint_is_measured_as_soon_as_it_is_saved(monkeypatch, tmp_path):
+    """Phase 1 calls the measure with the initializations first, then again each time a run
+    has saved a kept checkpoint, while the runs go on; an unkept one (5) is not measured."""
+    import threading
+
+    from taco_fairseq.comparison import study
+
+    settings = PretrainSettings(tmp_path, "roberta_tiny", 20, (10, 20), warmup_updates=1)
+    options = study.StudyOptions(
+        out=tmp_path, objectives=["mlm"], pretrain_seeds=[1], settings=settings,
+        glue_data=tmp_path, tasks=[], seeds=[], points=[], jobs=1)
+    run_dir = tmp_path / "pretrain" / "mlm-seed1"
+    saved = {u: threading.Event() for u in (5, 10, 20)}
+    measured = []
+
+    def fake_pretrain(run, settings, out):
+        for updates, event in saved.items():
+            (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+            (run_dir / "checkpoints" / f"checkpoint_1_{updates}.pt").write_bytes(b"")
+            assert event.wait(10), "the measure did not see the checkpoint while training"
+        return run_dir
+
+    def fake_initialization(run, settings, run_dir):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return run_dir / "initialization.pt"
+
+    def measure(found):
+        measured.append([c.updates for c in found])
+        for updates in (5, 10, 20):  # the run goes on once a checkpoint was looked at
+            if updates <= max(c.updates for c in found) + 5:
+                saved[updates].set()
+
+    monkeypatch.setattr(study, "pretrain", fake_pretrain)
+    monkeypatch.setattr(study, "save_initialization", fake_initialization)
+    monkeypatch.setattr(study, "POLL_SECONDS", 0.05)
+    study.pretrain_all(options, measure)
+    assert measured[0][0] == 0  # the initialization first
+    assert measured[-1] == [0, 10, 20] and all(5 not in m for m in measured)
+    assert any(m == [0, 10] for m in measured)  # 10 measured before 20 was saved
+
+
+def test_an_objective_stopped_early_runs_on_the_shared_schedule(tmp_path):
+    settings = PretrainSettings(SHARED, "roberta_tiny", 40, (10, 20, 40), warmup_updates=1,
+                                objective_max_update=(("taco", 20),))
+    taco = pretrain_args(PretrainRun("taco", 1), settings, tmp_path)
+    mlm = pretrain_args(PretrainRun("mlm", 1), settings, tmp_path)
+    value = lambda args, name: args[args.index(name) + 1]
+    assert (value(taco, "--max-update"), value(taco, "--total-num-update")) == ("20", "40")
+    assert (value(mlm, "--max-update"), value(mlm, "--total-num-update")) == ("40", "40")
+    assert settings.checkpoint_updates_of("taco") == (10, 20)
+    assert settings.checkpoint_updates_of("mlm") == (10, 20, 40)
+    with pytest.raises(ValueError, match="taco=15: 15 is not among --checkpoint-updates"):
+        PretrainSettings(SHARED, "roberta_tiny", 40, (10, 40), warmup_updates=1,
+                         objective_max_update=(("taco", 15),))
+    with pytest.raises(ValueError, match="not below --max-update 40"):
+        PretrainSettings(SHARED, "roberta_tiny", 40, (10, 40), warmup_updates=1,
+                         objective_max_update=(("taco", 40),))
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--objective-max-update", "bert=5"], "bert is not among --objectives mlm taco"),
+    (["--objective-max-update", "taco"], "expected OBJECTIVE=N with N >= 1, got 'taco'"),
+    (["--conllu-train", "x.conllu"], "--conllu-train and --conllu-test go together"),
+    (["--primary-endpoint", "pos-ambiguous", "--probe-tasks", "RTE"],
+     "--primary-endpoint pos-ambiguous without --conllu-train/--conllu-test"),
+    (["--heldout-mlm-text", "wiki text=a.txt"], "expected NAME=FILE with a NAME of letters"),
+    (["--heldout-mlm-text", "w=no-such.txt"], "--heldout-mlm-text: no such file: no-such.txt"),
+    (["--conllu-train", "no-such.conllu", "--conllu-test", "no-such.conllu"],
+     "--conllu-train: no-such.conllu: no such CoNLL-U file"),
+])
+def test_the_new_study_options_are_checked_before_anything_runs(tmp_path, capsys, extra,
+                                                                message):
+    from taco_fairseq.cli import compare
+
+    with pytest.raises(SystemExit):
+        compare.parse_options(_search_argv(tmp_path, "--primary-endpoint", "probe-average",
+                                           "--probe-tasks", "RTE", *extra))
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_primary_endpoint_compares_each_objective_at_its_last_checkpoint():
+    """--objective-max-update taco=7000: TACO's 7,000 against MLM's 20,000 updates, paired by
+    seed; the equal-updates family of the measure keeps its 7,000 and 20,000 comparisons."""
+    from taco_fairseq.comparison.statistics import (MeasureTable, PrimaryEndpoint,
+                                                    measure_comparisons)
+
+    rows = [{"objective": o, "pretrain_seed": s, "updates": u,
+             "pos_accuracy_ambiguous": 60.0 + s + (u / 1000 if o == "mlm" else u / 500)}
+            for o, us in (("mlm", (7000, 20000)), ("taco", (7000,))) for s in (1, 2, 3)
+            for u in us]
+    table = MeasureTable(rows)
+    primary = PrimaryEndpoint("pos-ambiguous", 20000, seeds=(1, 2, 3),
+                              updates_of=(("taco", 7000),))
+    assert primary.label("taco", "mlm") == "taco@7000 − mlm@20000"
+    test = primary.test(None, table, "taco", "mlm")
+    assert test.n == 3 and test.difference == pytest.approx(14.0 - 20.0)
+    assert "each objective's last checkpoint (taco 7000" in primary.describe()
+    family = measure_comparisons(table, "pos_accuracy_ambiguous", "taco", "mlm", primary)
+    assert [c.updates for c in family] == [7000]  # equal updates only; the endpoint is apart
+    with pytest.raises(ValueError, match="glue-average with --objective-max-update"):
+        PrimaryEndpoint("glue-average", 20000, ("RTE",), updates_of=(("taco", 7000),))

@@ -223,3 +223,30 @@ def test_the_masked_lm_loss_is_fairseqs_criterion_on_the_same_masks(trained_and_
                              mask_text(_hub(trained_and_initial[0], tiny_databin), alice), pad)
     assert loss < initial and initial == pytest.approx(math.log2(len(hub.task.source_dictionary)),
                                                        abs=0.5)
+
+
+def test_the_probes_command_writes_the_part_of_speech_columns(trained_and_initial, tiny_databin,
+                                                              glue_databin, small_ewt,
+                                                              tmp_path):
+    import csv
+
+    from taco_fairseq.cli.probes import main
+
+    directory = tmp_path / "ewt"
+    directory.mkdir()
+    paths = []
+    for name, sentences in (("dev", small_ewt.train), ("test", small_ewt.test)):
+        source = EWT / f"en_ewt-ud-{name}.conllu"
+        blocks = source.read_text(encoding="utf-8").split("\n\n")[:len(sentences)]
+        paths.append(directory / source.name)
+        paths[-1].write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+    output = tmp_path / "probes.csv"
+    main([str(trained_and_initial[1]), "--data-bin", str(tiny_databin), "--glue-data",
+          str(glue_databin), "--tasks", "RTE", "--probe-max-train", "200", "--conllu-train",
+          str(paths[0]), "--conllu-test", str(paths[1]), "--output", str(output)])
+    row = next(csv.DictReader(open(output, newline="")))
+    assert float(row["pos_accuracy"]) == pytest.approx(
+        pos_probe(_hub(trained_and_initial[1], tiny_databin), small_ewt)["pos_accuracy"])
+    with pytest.raises(SystemExit):  # one treebank without the other: a usage error
+        main([str(trained_and_initial[1]), "--glue-data", str(glue_databin), "--conllu-train",
+              str(paths[0]), "--output", str(output)])

@@ -1239,3 +1239,30 @@ def test_a_primary_endpoint_compares_each_objective_at_its_last_checkpoint():
     assert [c.updates for c in family] == [7000]  # equal updates only; the endpoint is apart
     with pytest.raises(ValueError, match="glue-average with --objective-max-update"):
         PrimaryEndpoint("glue-average", 20000, ("RTE",), updates_of=(("taco", 7000),))
+
+
+def test_a_failed_measure_lets_the_pretrainings_finish_then_raises(monkeypatch, tmp_path):
+    from taco_fairseq.comparison import study
+
+    settings = PretrainSettings(tmp_path, "roberta_tiny", 20, (20,), warmup_updates=1)
+    options = study.StudyOptions(
+        out=tmp_path, objectives=["mlm", "taco"], pretrain_seeds=[1], settings=settings,
+        glue_data=tmp_path, tasks=[], seeds=[], points=[], jobs=2)
+    trained, calls = [], []
+
+    def fake_pretrain(run, settings, out):
+        trained.append(run.name)
+        return tmp_path
+
+    def fake_initialization(run, settings, run_dir):
+        return run_dir / "initialization.pt"
+
+    def measure(found):
+        calls.append(len(found))
+        raise ValueError("a broken measure")
+
+    monkeypatch.setattr(study, "pretrain", fake_pretrain)
+    monkeypatch.setattr(study, "save_initialization", fake_initialization)
+    with pytest.raises(ValueError, match="a broken measure"):
+        study.pretrain_all(options, measure)
+    assert sorted(trained) == ["mlm-seed1", "taco-seed1"] and calls == [2]

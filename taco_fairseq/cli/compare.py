@@ -637,11 +637,14 @@ def run_phases(options: StudyOptions, timer: PhaseTimer):
           f"{options.jobs} at a time", flush=True)
     inputs = MeasureInputs(options)
 
-    def measure(found):  # phase 2 beside phase 1: each checkpoint as soon as it is saved
-        measures = measure_checkpoints(options, found, inputs)
+    def record():  # checkpoints.csv of every row so far, after each checkpoint measured
+        measures = read_measures(options)
         write_checkpoints_csv(measures, options.out / "checkpoints.csv")
         print(f"   measured {len(measures)} checkpoints so far "
               f"({options.out / 'checkpoints.csv'})", flush=True)
+
+    def measure(found):  # phase 2 beside phase 1: each checkpoint as soon as it is saved
+        measure_checkpoints(options, found, inputs, record)
 
     with timer.phase("pre-training"):
         pretrain_all(options, measure)

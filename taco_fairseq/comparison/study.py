@@ -194,8 +194,9 @@ def pretrain_all(options: StudyOptions, measure=None) -> None:
             beside phase 1, so that each checkpoint is measured as soon as it exists and an
             interrupted study keeps what it measured. None: not called.
 
-    Errors: as :func:`.pretraining.pretrain`, raised once every run has stopped; as
-    ``measure``'s, at once.
+    Errors: as :func:`.pretraining.pretrain` and ``measure``, raised once every run has
+    stopped (a failed measure is logged at once and not called again: the pre-trainings go
+    on, and a rerun measures what is missing).
     """
     def one(run: PretrainRun) -> None:
         run_dir = pretrain(run, options.settings, options.out)
@@ -208,17 +209,25 @@ def pretrain_all(options: StudyOptions, measure=None) -> None:
     with ThreadPoolExecutor(options.jobs) as pool:
         futures = [pool.submit(one, run) for run in runs]
         seen: set = set()
+        failed: Optional[BaseException] = None
         while True:
             finished = all(f.done() for f in futures)
             found = [*initial_checkpoints(options), *saved_checkpoints(options)]
-            if {c.name for c in found} - seen:
-                measure(found)
+            if failed is None and {c.name for c in found} - seen:
+                try:
+                    measure(found)
+                except Exception as e:  # the pre-trainings go on; raised when they end
+                    logger.error("measuring the checkpoints failed (%s: %s); the "
+                                 "pre-trainings go on, rerun to measure them", type(e).__name__, e)
+                    failed = e
                 seen |= {c.name for c in found}
             if finished:
                 break
             wait(futures, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
         for future in futures:
             future.result()
+        if failed is not None:
+            raise failed
 
 
 def saved_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
@@ -266,7 +275,8 @@ def initial_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
 
 
 def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint],
-                        inputs: Optional["MeasureInputs"] = None) -> List[dict]:
+                        inputs: Optional["MeasureInputs"] = None,
+                        measured_one=None) -> List[dict]:
     """Phase 2: per checkpoint, ``valid_mlm_loss`` (bits per masked token, fairseq's
     validation at that update; None at update 0, where fairseq validates nothing); with
     held-out text (sampled and encoded once per process), the contextual score
@@ -278,17 +288,19 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint],
     ``sts_unsupervised``); with CoNLL-U treebanks, the part-of-speech probe
     (:func:`taco_fairseq.analysis.pos_probe.pos_probe`: ``pos_accuracy…``); with held-out
     texts, their masked-LM loss (``mlm_loss_<NAME>``, bits per masked token,
-    :mod:`taco_fairseq.analysis.masked_lm_loss`). Cached in ``OUT/measures/<checkpoint>.json``; a cached row that
-    lacks a measure asked for now gets it added. Initializations (update 0) of one seed that
-    hold the same parameters (mlm and taco) are measured once (:class:`_Initializations`:
-    hashed only when one lacks a measure).
+    :mod:`taco_fairseq.analysis.masked_lm_loss`). Cached in ``OUT/measures/<checkpoint>.json``;
+    a cached row that lacks a measure asked for now gets it added. Initializations (update 0)
+    of one seed that hold the same parameters (mlm and taco) are measured once
+    (:class:`_Initializations`: hashed only when one lacks a measure).
 
     On the CPU with ``jobs`` > 1 the checkpoints are measured ``jobs`` at a time in worker
     processes (each with the cores/jobs threads of :func:`set_threads`; one seed's
     initializations go to one worker): the measures are computed in-process with torch and
     scikit-learn, so threads would share one interpreter. The rows are the same either way.
-    Given ``inputs`` (:class:`MeasureInputs` of ``options``, kept by the caller across calls), they
-    are measured in this process, one at a time (beside the pre-trainings of phase 1).
+    Given ``inputs`` (:class:`MeasureInputs` of ``options``, kept by the caller across
+    calls), they are measured in this process, one at a time (beside the pre-trainings of
+    phase 1), and ``measured_one`` (if given) is called with no argument after each, once its
+    row is in ``OUT/measures`` (e.g. to rewrite ``checkpoints.csv`` from :func:`read_measures`).
 
     Returns:
         one row per checkpoint of ``found``, in its order.
@@ -309,7 +321,11 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint],
             measured = list(pool.map(_measure_in_worker, units))
     else:
         inputs = inputs or MeasureInputs(options)
-        measured = [_measure_unit(options, unit, inputs) for unit in units]
+        measured = []
+        for unit in units:
+            measured.append(_measure_unit(options, unit, inputs))
+            if measured_one is not None:
+                measured_one()
     rows = {c.name: row for unit, unit_rows in zip(units, measured)
             for c, row in zip(unit, unit_rows)}
     return [rows[c.name] for c in found]

@@ -215,13 +215,14 @@ def test_the_masked_lm_loss_is_fairseqs_criterion_on_the_same_masks(trained_and_
     # fairseq's masked_lm criterion on the first 8 blocks = this on those blocks
     first = type(text)(text.inputs[:8], text.targets[:8], 0)
     sample = {"net_input": {"src_tokens": data_utils.collate_tokens(first.inputs, pad)},
-              "target": data_utils.collate_tokens(first.targets, pad)}
+              "target": data_utils.collate_tokens(first.targets, pad), "ntokens": 0,
+              "nsentences": len(first.inputs)}
     criterion = MaskedLmLoss(MaskedLmConfig(), hub.task)
     hub.model.eval()
     with torch.no_grad():
         value, size, _ = criterion(hub.model, sample)
     assert masked_lm_loss(hub.model, first, pad) == pytest.approx(
-        float(value) / size / math.log(2), rel=1e-5)
+        float(value) / float(size) / math.log(2), rel=1e-5)
     # the initialization predicts nearly uniformly over the 2,000-piece vocabulary
     initial = masked_lm_loss(_hub(trained_and_initial[0], tiny_databin).model,
                              mask_text(_hub(trained_and_initial[0], tiny_databin), alice), pad)

@@ -71,3 +71,14 @@ def test_the_updates_taco_needs_are_interpolated_per_seed():
             {"objective": "taco", "pretrain_seed": 2, "updates": 7000,
              "pos_accuracy_ambiguous": 75.0}]
     assert analysis.speedups(analysis.Study(rows)) == {1: pytest.approx(5000.0), 2: None}
+
+
+def test_a_gate_without_its_checkpoints_is_not_evaluated_and_the_report_says_interim():
+    analysis = _analysis()
+    rows = [r for r in _rows() if not (r["objective"] == "mlm" and r["updates"] == 20000
+                                       and r["pretrain_seed"] > 1)]
+    study = analysis.Study(rows)
+    assert not analysis.gate(study)["evaluated"] and not analysis.gate(study)["passed"]
+    report = analysis.report(study)
+    assert "Gate: **not evaluated yet**" in report and "no TACO claim" not in report
+    assert "Seeds analysed: [1] of the declared [1, 2, 3, 4, 5] (interim" in report

@@ -46,9 +46,9 @@ def gate(study: Study) -> dict:
     """PLAN.md §1: MLM(20k) above the initialization and above MLM(1k), p < 0.05 each."""
     tests = {"MLM(20k) − init": study.test(GATED, ("mlm", MLM_LAST), ("mlm", 0)),
              "MLM(20k) − MLM(1k)": study.test(GATED, ("mlm", MLM_LAST), ("mlm", EARLY))}
-    passed = all(t is not None and t.tested and t.difference > 0 and t.p < 0.05
-                 for t in tests.values())
-    return {"tests": tests, "passed": passed}
+    evaluated = all(t is not None and t.tested for t in tests.values())
+    passed = evaluated and all(t.difference > 0 and t.p < 0.05 for t in tests.values())
+    return {"tests": tests, "evaluated": evaluated, "passed": passed}
 
 
 def primary(study: Study) -> dict:
@@ -110,10 +110,14 @@ def report(study: Study) -> str:
     rule = "|---|---|---|---|---|---|"
     lines = [f"## Sensitivity gate ({GATED}, points)", "", header, rule,
              *(_row(k, t) for k, t in g["tests"].items()), "",
-             f"Gate: **{'passed' if g['passed'] else 'failed'}**.", "",
+             "Gate: **" + ("passed" if g["passed"] else "failed" if g["evaluated"]
+                           else "not evaluated yet") + "**.", "",
              "## Primary endpoint", "", header, rule, _row(
                  f"TACO({TACO_LAST}) − MLM({MLM_LAST})", p["D"]), ""]
-    if not g["passed"]:
+    if not g["evaluated"]:
+        lines.append("Not available yet: the gate needs MLM's 20,000-update checkpoint of two "
+                     "seeds or more.")
+    elif not g["passed"]:
         lines.append("The gate failed: the measure does not see MLM's pre-training; no TACO "
                      "claim is made from it (PLAN.md §1).")
     elif p["G"] is None:
@@ -139,7 +143,9 @@ def report(study: Study) -> str:
                          f"[{t.low:+.3f}, {t.high:+.3f}] | {t.p:.3g} | {item['holm_p']:.3g} |")
     analysed = sorted(set(study.values(GATED, "mlm", MLM_LAST))
                       & set(study.values(GATED, "taco", TACO_LAST)))
-    lines += ["", f"Seeds analysed: {analysed} of the declared {list(SEEDS)}."]
+    lines += ["", f"Seeds analysed: {analysed} of the declared {list(SEEDS)}"
+              + ("." if len(analysed) == len(SEEDS) else
+                 " (interim: no verdict is final before every declared seed, PLAN.md).")]
     return "\n".join(lines)
 
 

@@ -1,18 +1,20 @@
-"""Resume the study after its run directory was lost: the committed checkpoints.csv back into
-``OUT/pos-study/measures``, and a check that the rerun pre-trainings are the runs measured.
+"""Resume the study after its run directory was lost: the committed initializations back into
+``OUT/pos-study/measures``, and a comparison of the rerun pre-trainings with the lost ones.
 
-The runs are deterministic given their pre-training seed (same data order, masks, dropout and
-thread count), so a lost run is rerun from update 0 by ``run.sh``, but its checkpoints already
-measured need not be measured again: ``restore`` writes each committed row as taco-compare's
-cached measure (``OUT/pos-study/measures/<objective>-seed<S>@<updates>.json``, which phase 2
-reads instead of measuring), except the checkpoints named with ``--remeasure``, which are
-measured again as a check. ``check`` then compares, for every committed row, the rerun's
-validation masked-LM loss (fairseq's log, 3 decimals) and every measure of the re-measured
-checkpoints with the committed values, and exits 1 on any difference beyond the CSV's
-rounding (the rows would then belong to another run of the seed).
+A lost run is rerun from update 0 by ``run.sh``. Its initialization (update 0) is the same
+parameters (drawn from the seeded generators; on 2026-12-05 seed 1's was re-measured equal to
+every committed digit), so ``restore`` writes each committed initialization row as
+taco-compare's cached measure (``OUT/pos-study/measures/<objective>-seed<S>@0.json``, which
+phase 2 reads instead of measuring; ``--remeasure`` leaves named ones to be measured again).
+The training itself is not bit-identical on another machine (on 2026-12-05 the rerun's
+validation loss left the lost run's at 2,000 updates, 9.230 against 9.228), so every other
+checkpoint of a rerun is measured again and its row replaces the lost run's.
+``check`` compares a committed CSV (default: the lost runs' rows,
+``checkpoints-lost-runs.csv``) with the rerun: the validation masked-LM loss of fairseq's log at
+each committed checkpoint, and every measure of the checkpoints measured again; it prints the
+differences beyond the CSV's rounding and exits 1 if there is any.
 
-    python docs/results/pos-study/restore_measures.py restore OUT/pos-study \
-        --remeasure mlm-seed1@0 mlm-seed1@500 taco-seed1@500
+    python docs/results/pos-study/restore_measures.py restore OUT/pos-study
     python docs/results/pos-study/restore_measures.py check OUT/pos-study
 """
 import argparse
@@ -23,7 +25,9 @@ from pathlib import Path
 
 from taco_fairseq.comparison.pretraining import validation_losses
 
-COMMITTED = Path(__file__).with_name("checkpoints.csv")
+HERE = Path(__file__).parent
+COMMITTED = HERE / "checkpoints.csv"
+LOST_RUNS = HERE / "checkpoints-lost-runs.csv"
 TEXT_COLUMNS = {"objective"}
 INTEGER_COLUMNS = {"pretrain_seed", "updates"}
 
@@ -51,17 +55,17 @@ def restore(out: Path, remeasure) -> None:
     written = 0
     for name, row in rows.items():
         path = directory / f"{name}.json"
-        if name in remeasure or path.exists():
+        if row["updates"] != 0 or name in remeasure or path.exists():
             continue
         path.write_text(json.dumps(row, indent=2) + "\n")
         written += 1
-    print(f"{written} committed rows restored to {directory}; "
+    print(f"{written} committed initializations restored to {directory}; "
           f"to be measured again: {', '.join(sorted(remeasure)) or 'none'}")
 
 
-def check(out: Path) -> int:
+def check(out: Path, committed: Path = LOST_RUNS) -> int:
     differences, compared = [], 0
-    for name, row in committed_rows().items():
+    for name, row in committed_rows(committed).items():
         run, updates = name.split("@")
         if row["valid_mlm_loss"] is not None:
             logged = validation_losses(out / "pretrain" / run).get(int(updates))
@@ -72,7 +76,7 @@ def check(out: Path) -> int:
                                        f"committed {row['valid_mlm_loss']}")
         measured = out / "measures" / f"{name}.json"
         again = json.loads(measured.read_text()) if measured.is_file() else {}
-        if again and again != row:  # a re-measured checkpoint (restored ones equal the row)
+        if again and again != row:  # measured again (a restored row equals the committed one)
             compared += 1
             for key, value in row.items():
                 new = again.get(key)
@@ -94,12 +98,14 @@ def main() -> None:
     parser.add_argument("action", choices=["restore", "check"])
     parser.add_argument("out", type=Path, help="the study's directory (OUT/pos-study)")
     parser.add_argument("--remeasure", nargs="*", default=[],
-                        help="checkpoints (<objective>-seed<S>@<updates>) to measure again")
+                        help="initializations (<objective>-seed<S>@0) to measure again")
+    parser.add_argument("--committed", type=Path, default=LOST_RUNS,
+                        help="check: the rows to compare the rerun with (default: %(default)s)")
     args = parser.parse_args()
     if args.action == "restore":
         restore(args.out, args.remeasure)
     else:
-        sys.exit(check(args.out))
+        sys.exit(check(args.out, args.committed))
 
 
 if __name__ == "__main__":

@@ -11,11 +11,9 @@
 # STS-B SST-2 prepared for it (taco-prepare-glue); SHARED: the shared data; OUT: where the
 # runs go (OUT/pos-study). Each checkpoint is measured as soon as it is saved and
 # OUT/pos-study/checkpoints.csv rewritten: copy it here and commit it as rows arrive.
-# After the run directory was lost, restore the committed rows first (those checkpoints are
-# then not measured again; the rerun is checked against them):
-#   .venv/bin/python docs/results/pos-study/restore_measures.py restore "$OUT/pos-study" \
-#       --remeasure mlm-seed1@0 mlm-seed1@500
-#   ... run.sh ...; .venv/bin/python docs/results/pos-study/restore_measures.py check "$OUT/pos-study"
+# After the run directory was lost, restore the committed initializations first (the same
+# parameters; every other checkpoint of a rerun is measured again, restore_measures.py):
+#   .venv/bin/python docs/results/pos-study/restore_measures.py restore "$OUT/pos-study"
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 : "${DATA:?set DATA to the pre-training data-bin}" "${GLUE:?set GLUE to the prepared GLUE tasks}"

@@ -82,3 +82,69 @@ def test_a_gate_without_its_checkpoints_is_not_evaluated_and_the_report_says_int
     report = analysis.report(study)
     assert "Gate: **not evaluated yet**" in report and "no TACO claim" not in report
     assert "Seeds analysed: [1] of the declared [1, 2, 3, 4, 5] (interim" in report
+
+
+def _rows_module():
+    path = REPO / "docs" / "results" / "pos-study" / "rows.py"
+    spec = importlib.util.spec_from_file_location("pos_study_rows", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _part(directory, rows):
+    import json
+
+    (directory / "measures").mkdir(parents=True)
+    for row in rows:
+        name = f"{row['objective']}-seed{row['pretrain_seed']}@{row['updates']}"
+        (directory / "measures" / f"{name}.json").write_text(json.dumps(row))
+    return directory
+
+
+def _row(objective, seed, updates, value):
+    return {"objective": objective, "pretrain_seed": seed, "updates": updates,
+            "valid_mlm_loss": None if updates == 0 else 9.0, "pos_accuracy_ambiguous": value}
+
+
+def test_a_rerun_run_replaces_all_its_rows_and_the_others_stay(tmp_path):
+    rows = _rows_module()
+    committed = [_row("mlm", 1, 0, 60.0), _row("mlm", 1, 500, 61.0), _row("mlm", 1, 14000, 70.0),
+                 _row("taco", 1, 0, 60.0), _row("taco", 1, 500, 62.0)]
+    part = _part(tmp_path / "part", [_row("mlm", 1, 0, 60.0), _row("mlm", 1, 500, 61.5),
+                                     _row("mlm", 2, 0, 59.0)])
+    merged = {rows.name_of(r): r["pos_accuracy_ambiguous"]
+              for r in rows.merged(committed, {part: rows.part_rows(part)})}
+    # mlm seed 1 is the rerun's (its 14,000 of the lost run is gone); taco seed 1 untouched;
+    # the new initialization added
+    assert merged == {"mlm-seed1@0": 60.0, "mlm-seed1@500": 61.5, "taco-seed1@0": 60.0,
+                      "taco-seed1@500": 62.0, "mlm-seed2@0": 59.0}
+
+
+def test_one_run_measured_in_two_parts_is_refused(tmp_path):
+    rows = _rows_module()
+    a = _part(tmp_path / "a", [_row("taco", 2, 500, 61.0)])
+    b = _part(tmp_path / "b", [_row("taco", 2, 500, 61.2)])
+    with pytest.raises(ValueError, match="taco seed 2 was measured in"):
+        rows.merged([], {a: rows.part_rows(a), b: rows.part_rows(b)})
+
+
+def test_missing_runs_restored_initializations_and_the_merge_command(tmp_path):
+    rows = _rows_module()
+    committed = [_row("mlm", 1, 0, 60.0), _row("mlm", 1, 20000, 70.0), _row("taco", 1, 7000, 72.0),
+                 _row("taco", 2, 6000, 71.0)]
+    missing = rows.missing(committed)
+    assert "mlm-seed1" not in missing and "taco-seed1" not in missing
+    assert "taco-seed2" in missing and len(missing) == 8
+    part = tmp_path / "part"
+    assert rows.restore(part, committed) == 1 and rows.restore(part, committed) == 0
+    csv_path = tmp_path / "checkpoints.csv"
+    write_checkpoints_csv(committed, csv_path)
+    (part / "measures" / "taco-seed2@500.json").write_text(
+        '{"objective": "taco", "pretrain_seed": 2, "updates": 500, "valid_mlm_loss": 9.5, '
+        '"pos_accuracy_ambiguous": 65.0}')
+    assert rows.main(["merge", str(part), "--committed", str(csv_path)]) == 0
+    written = {rows.name_of(r) for r in rows.read_checkpoints_csv(csv_path)}
+    assert "taco-seed2@6000" not in written and "taco-seed2@500" in written
+    with pytest.raises(FileNotFoundError, match="no measures here"):
+        rows.part_rows(tmp_path / "nothing")

@@ -292,8 +292,9 @@ def test_checkpoint_of_another_vocabulary(trained_checkpoint, tiny_databin, tmp_
 
 
 def test_a_dict_txt_shortened_after_binarization_is_named(tiny_databin, tmp_path):
-    """Before: training stopped in a data-loading worker with fairseq's "AssertionError:
-    Dataset contains mask_idx" (or an index error in the embedding)."""
+    """A dict.txt shortened after binarization (the data holds ids beyond it) stops at set-up,
+    naming the file, the id and the cause (not fairseq's "AssertionError: Dataset contains
+    mask_idx" in a data-loading worker, nor an index error in the embedding)."""
     lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
     edited = _databin_with_dict(tiny_databin, tmp_path / "edited", lines[:-10])
     with pytest.raises(ValueError, match=(
@@ -305,9 +306,9 @@ def test_a_dict_txt_shortened_after_binarization_is_named(tiny_databin, tmp_path
 
 
 def test_the_token_id_check_reads_what_fairseq_loads_once(tiny_databin, tmp_path, monkeypatch):
-    """Before: loading ``valid`` also read ``valid1`` (another split, which fairseq loads only
-    with ``--valid-subset valid,valid1``, or a shard only the training split combines), and
-    every data-parallel worker read every file."""
+    """The token-id check reads only the files fairseq loads: ``valid`` alone, not ``valid1``
+    (another split, which fairseq loads only with ``--valid-subset valid,valid1``, or a shard
+    only the training split combines), and only on the first data-parallel worker."""
     from fairseq.data import Dictionary, indexed_dataset
     from fairseq.distributed import utils as distributed_utils
 
@@ -337,7 +338,8 @@ def test_the_token_id_check_reads_what_fairseq_loads_once(tiny_databin, tmp_path
 
 @pytest.mark.parametrize("case", ["parent is a file", "read-only"])
 def test_an_unusable_save_dir_stops_in_one_line(case, tiny_databin, tmp_path):
-    """Before: fairseq's NotADirectoryError or PermissionError traceback."""
+    """A --save-dir that cannot be made or written stops fairseq-train with one line (not
+    fairseq's NotADirectoryError or PermissionError traceback)."""
     if case == "parent is a file":
         (tmp_path / "notes").write_text("a file\n")
         save_dir, expected = tmp_path / "notes" / "run", f"{tmp_path / 'notes'} is a file"

@@ -1,5 +1,6 @@
-"""Standard fairseq options that used to crash inside fairseq: ``--sample-break-mode eos``
-(numpy 2 has no ``np.compat``) and ``--mask-whole-words`` (``masked_lm`` reads ``self.args``)."""
+"""Standard fairseq options that crash inside fairseq's own code and that the plugin makes work:
+``--sample-break-mode eos`` (numpy 2 has no ``np.compat``) and ``--mask-whole-words``
+(``masked_lm`` reads ``self.args``)."""
 
 import json
 

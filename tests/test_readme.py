@@ -76,7 +76,7 @@ def test_the_options_table_gives_the_declared_places_defaults_and_choices():
             continue
         fields = declared[where]
         if name == "tc_key_gradients" and name not in fields:
-            # issue 34: tc_key_gradients (default false) replaces tc_detach_keys (default true,
+            # tc_key_gradients (default false) replaces tc_detach_keys (default true,
             # its negation); until the rename is merged the code has only the old name
             assert default == _written(not fields["tc_detach_keys"].default), option
             continue
@@ -92,7 +92,7 @@ def test_the_options_table_lists_every_tc_option():
     for where in ("task", "criterion"):
         for name in _declared_options()[where]:
             if name.startswith("tc_"):
-                name = "tc_key_gradients" if name == "tc_detach_keys" else name  # issue 34
+                name = "tc_key_gradients" if name == "tc_detach_keys" else name  # renamed
                 assert (where, name) in listed, f"{where} option {name} is not in the table"
 
 

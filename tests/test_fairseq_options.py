@@ -4,11 +4,13 @@
 
 import json
 
+import pytest
 import torch
 
 from conftest import fairseq_setup, first_batch, run_fairseq, train_args
 
 
+@pytest.mark.slow
 def test_eos_blocks_and_whole_word_masking_train_end_to_end(tiny_databin, tmp_path):
     out = run_fairseq("fairseq-train", *train_args(
         tiny_databin, tmp_path / "run", "--sample-break-mode", "eos", "--mask-whole-words",

@@ -131,6 +131,7 @@ def test_export_loads_offline_and_fills_masks_like_fairseq(cli_export, trained_c
         assert [p["score"] for p in predictions] == pytest.approx([f[1] for f in fairseq], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_untied_taco_export(untied_taco_run, check_lines, tmp_path):
     out = tmp_path / "hf"
     report = export_to_transformers(untied_taco_run / "checkpoint_last.pt", out, check_lines)
@@ -142,6 +143,7 @@ def test_untied_taco_export(untied_taco_run, check_lines, tmp_path):
     assert decoder.data_ptr() != embeddings.data_ptr() and not torch.equal(decoder, embeddings)
 
 
+@pytest.mark.slow
 def test_tensorboard_logs_taco_curves(untied_taco_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -159,6 +161,7 @@ def test_tensorboard_logs_taco_curves(untied_taco_run):
     assert steps["valid", "tc_accuracy"] == [4]
 
 
+@pytest.mark.slow
 def test_mlm_checkpoint_exports(tiny_databin, check_lines, tmp_path):
     args = train_args(tiny_databin, tmp_path / "ckpt", "--max-update", "2", "--disable-validation")
     args[args.index("taco_masked_lm")] = "masked_lm"

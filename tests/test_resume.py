@@ -42,6 +42,7 @@ def _cut_short(path):
     path.write_bytes(data[: len(data) // 2])
 
 
+@pytest.mark.slow
 def test_interrupted_run_continues_as_the_uninterrupted_one(tiny_databin, tmp_path):
     whole = _run(tiny_databin, tmp_path / "whole", 6)
     first = _run(tiny_databin, tmp_path / "interrupted", 3)

@@ -56,6 +56,7 @@ def test_benchmark_command_rejects_partial_sequences(tiny_databin):
     assert "--tc-tokens" in result.stderr and "multiples of 256" in result.stderr
 
 
+@pytest.mark.slow
 def test_runs_that_see_different_batches_are_refused(tiny_databin):
     common = [
         str(tiny_databin), "--user-dir", USER_DIR, "--arch", "roberta_tiny", "--cpu",

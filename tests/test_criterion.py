@@ -278,6 +278,7 @@ def models(synthetic_databin):
     return criterion, {name: copy.deepcopy(model).to(dtype) for name, dtype in DTYPES.items()}
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None,  # a forward and backward pass each
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batch=masked_lm_batches(), positions=st.sampled_from(TC_POSITIONS),

@@ -325,7 +325,8 @@ def test_check_text_has_the_hard_cases(tiny_databin, check_lines):
     assert check.pairs and all(len(sp.encode(a)) + len(sp.encode(b)) + 4 <= 64 for a, b in check.pairs)
 
 
-@pytest.mark.parametrize("arch", ["roberta_small", "roberta_tiny --untie-weights-roberta"])
+@pytest.mark.parametrize("arch", [pytest.param("roberta_small", marks=pytest.mark.slow),
+                                  "roberta_tiny --untie-weights-roberta"])
 def test_every_size_converts_exactly(arch, tiny_databin, check_lines, tmp_path):
     """Random (not initial) weights, so that every parameter counts: the paper's BERT-small and
     untied embeddings (roberta_tiny tied and untied with trained weights: the runs above)."""

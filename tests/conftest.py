@@ -216,6 +216,18 @@ def compose_recipe(name):
     return cfg
 
 
+#: Fixtures that run a program in a subprocess (fairseq-train): the tests that use one, directly
+#: or through another fixture, are marked ``slow`` (:func:`pytest_collection_modifyitems`).
+SLOW_FIXTURES = frozenset({"trained_checkpoint"})
+
+
+def pytest_collection_modifyitems(items):
+    """Mark ``slow`` every test that uses one of :data:`SLOW_FIXTURES`."""
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def trained_checkpoint(tiny_databin, tmp_path_factory):
     """A roberta_tiny TACO run of 20 updates; returns its save directory."""

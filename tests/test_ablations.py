@@ -65,6 +65,7 @@ def test_mlm_tp_predicts_the_original_token_at_every_position(synthetic_databin)
                                rtol=1e-5, atol=0)
 
 
+@pytest.mark.slow
 def test_concentrated_taco_trains(synthetic_databin, tmp_path):
     records = _train(synthetic_databin, tmp_path, "--tc-positions", "masked")
     train = [r for r in records if r["kind"] == "train_inner"]
@@ -89,6 +90,7 @@ def test_untied_token_embedding_is_the_input_embedding(synthetic_databin):
     assert not torch.allclose(g, features - encoder.lm_head.weight[tokens], atol=1e-3)
 
 
+@pytest.mark.slow
 def test_untied_taco_trains(synthetic_databin, tmp_path):
     _train(synthetic_databin, tmp_path, "--untie-weights-roberta", "--tc-embedding", "token")
     state = _state(tmp_path, 4)
@@ -120,6 +122,7 @@ def test_frozen_embeddings_from_a_checkpoint_stay_bit_exact(
                        source_embedding)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["taco_masked_lm", "masked_lm"])
 def test_frozen_random_embeddings_with_mlm(synthetic_databin, tmp_path, task):
     """The frozen-embedding options are the model's: with the mlm criterion and either task,
@@ -160,6 +163,7 @@ def test_bad_embedding_source_fails_naming_the_option(tiny_databin, tmp_path, tr
                       str(trained_checkpoint / "checkpoint_last.pt"))
 
 
+@pytest.mark.slow
 def test_mlm_tp_recipe_trains_with_hydra(synthetic_databin, tmp_path):
     out = run_fairseq(
         "fairseq-hydra-train", "--config-dir", RECIPES, "--config-name", "mlm_tp_small",

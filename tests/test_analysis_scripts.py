@@ -9,6 +9,9 @@ import pytest
 from conftest import SHARED, run_fairseq, run_script, train_args
 from taco_fairseq.analysis.wordsim import distinct_pairs, load_wordsim353, select_pairs
 
+#: The analysis commands in subprocesses, on fairseq-train runs.
+pytestmark = pytest.mark.slow
+
 WORDSIM = SHARED / "data" / "wordsim353" / "combined.tsv"
 
 

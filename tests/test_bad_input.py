@@ -126,6 +126,7 @@ def test_data_directory_without_the_split(tiny_databin, tmp_path):
 
 # --- checkpoints: missing, other vocabulary, other architecture -------------------------------
 
+@pytest.mark.slow
 def test_missing_restore_file_stops_fairseq_train(tiny_databin, tmp_path):
     missing = tmp_path / "no_such_checkpoint.pt"
     with pytest.raises(FileNotFoundError, match=f"--restore-file {missing}: no such checkpoint"):
@@ -162,6 +163,7 @@ def test_an_unreadable_restore_file_stops_in_one_line(damage, tiny_databin, trai
     assert "Traceback" not in out.stdout
 
 
+@pytest.mark.slow
 def test_configuration_errors_end_fairseq_hydra_train_in_one_line(tiny_databin, tmp_path):
     out = run_fairseq(
         "fairseq-hydra-train", "--config-dir", REPO / "examples/taco/config/pretraining",
@@ -178,6 +180,7 @@ def test_configuration_errors_end_fairseq_hydra_train_in_one_line(tiny_databin, 
     assert "Traceback" not in out.stdout
 
 
+@pytest.mark.slow
 def test_relative_paths_under_hydra_are_explained(tiny_databin, tmp_path):
     """hydra runs the job in hydra.run.dir: a --data relative to where the command was
     started (here the repository) is not found there."""
@@ -214,6 +217,7 @@ def test_finetuning_with_more_positions_than_pretraining(trained_checkpoint, glu
     assert "size mismatch" not in out.stdout and "Traceback" not in out.stdout
 
 
+@pytest.mark.slow
 def test_finetuning_with_f1_of_labels_that_are_no_integers(glue_databin, tmp_path):
     """The GLUE criterion's refusal ends in one line, as the other configuration errors."""
     out = run_fairseq(
@@ -292,8 +296,9 @@ def test_checkpoint_of_another_vocabulary(trained_checkpoint, tiny_databin, tmp_
 
 
 def test_a_dict_txt_shortened_after_binarization_is_named(tiny_databin, tmp_path):
-    """Before: training stopped in a data-loading worker with fairseq's "AssertionError:
-    Dataset contains mask_idx" (or an index error in the embedding)."""
+    """A dict.txt shortened after binarization (the data holds ids beyond it) stops at set-up,
+    naming the file, the id and the cause (not fairseq's "AssertionError: Dataset contains
+    mask_idx" in a data-loading worker, nor an index error in the embedding)."""
     lines = (tiny_databin / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
     edited = _databin_with_dict(tiny_databin, tmp_path / "edited", lines[:-10])
     with pytest.raises(ValueError, match=(
@@ -305,9 +310,9 @@ def test_a_dict_txt_shortened_after_binarization_is_named(tiny_databin, tmp_path
 
 
 def test_the_token_id_check_reads_what_fairseq_loads_once(tiny_databin, tmp_path, monkeypatch):
-    """Before: loading ``valid`` also read ``valid1`` (another split, which fairseq loads only
-    with ``--valid-subset valid,valid1``, or a shard only the training split combines), and
-    every data-parallel worker read every file."""
+    """The token-id check reads only the files fairseq loads: ``valid`` alone, not ``valid1``
+    (another split, which fairseq loads only with ``--valid-subset valid,valid1``, or a shard
+    only the training split combines), and only on the first data-parallel worker."""
     from fairseq.data import Dictionary, indexed_dataset
     from fairseq.distributed import utils as distributed_utils
 
@@ -335,9 +340,11 @@ def test_the_token_id_check_reads_what_fairseq_loads_once(tiny_databin, tmp_path
         fairseq_setup(edited)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["parent is a file", "read-only"])
 def test_an_unusable_save_dir_stops_in_one_line(case, tiny_databin, tmp_path):
-    """Before: fairseq's NotADirectoryError or PermissionError traceback."""
+    """A --save-dir that cannot be made or written stops fairseq-train with one line (not
+    fairseq's NotADirectoryError or PermissionError traceback)."""
     if case == "parent is a file":
         (tmp_path / "notes").write_text("a file\n")
         save_dir, expected = tmp_path / "notes" / "run", f"{tmp_path / 'notes'} is a file"
@@ -388,6 +395,7 @@ def test_checkpoint_of_another_architecture(trained_checkpoint, tiny_databin):
 
 # --- corpus: empty, blank, non-UTF-8, a very long line ----------------------------------------
 
+@pytest.mark.slow
 def test_blank_corpus_file(tmp_path):
     """The prep command's exit path (empty and markup-only files: tests/test_corpus.py)."""
     corpus = tmp_path / "corpus.txt"
@@ -399,6 +407,7 @@ def test_blank_corpus_file(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_binary_file_is_refused(tmp_path):
     """An executable (this Python interpreter) given as a corpus."""
     binary = Path(sys.executable).resolve()
@@ -413,6 +422,7 @@ def test_binary_file_is_refused(tmp_path):
     assert "Traceback" not in result.stderr and not (tmp_path / "out" / "dict.txt").exists()
 
 
+@pytest.mark.slow
 def test_utf16_text_is_refused(wikitext_test, head, tmp_path):
     corpus = tmp_path / "utf16.txt"
     corpus.write_bytes(head(wikitext_test, 200).decode("utf-8").encode("utf-16"))  # with BOM
@@ -428,6 +438,7 @@ def test_utf16_text_is_refused(wikitext_test, head, tmp_path):
     assert result.returncode != 0 and "(100%) are not UTF-8 text" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_corpus_without_line_breaks(wikipedia_aa, tmp_path):
     """5 MB of real text on one line: SentencePiece trains on lines of at most 4,192 bytes and
     stopped with "INTERNAL ... !sentences_.empty()" and a traceback."""
@@ -468,6 +479,7 @@ def odd_corpus_databin(wikipedia_aa, tmp_path_factory):
     return directory / "bin", result
 
 
+@pytest.mark.slow
 def test_non_utf8_bytes_are_replaced_and_logged(odd_corpus_databin):
     databin, result = odd_corpus_databin
     assert "1 lines had bytes that are not valid UTF-8 or NUL bytes (replaced by U+FFFD)" in (
@@ -476,6 +488,7 @@ def test_non_utf8_bytes_are_replaced_and_logged(odd_corpus_databin):
     assert info["inputs"]["train"][0]["undecodable_lines"] == 1
 
 
+@pytest.mark.slow
 def test_line_longer_than_tokens_per_sample(odd_corpus_databin, caplog):
     """Packed blocks (--sample-break-mode none, the recipes) split it; complete-sentence blocks
     cannot, and fairseq drops it from training with a warning."""

@@ -22,6 +22,7 @@ def run_benchmark(*args):
                           capture_output=True, text=True, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_benchmark_command_runs_and_prints_its_tables(tiny_databin, tmp_path):
     output = tmp_path / "report.md"
     result = run_benchmark(
@@ -48,12 +49,14 @@ def test_benchmark_command_runs_and_prints_its_tables(tiny_databin, tmp_path):
     assert "TC time grows linearly over tokens (slope ≤ 1.25) |" in report
 
 
+@pytest.mark.slow
 def test_benchmark_command_rejects_partial_sequences(tiny_databin):
     result = run_benchmark("--data", tiny_databin, "--tc-tokens", "300")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--tc-tokens" in result.stderr and "multiples of 256" in result.stderr
 
 
+@pytest.mark.slow
 def test_runs_that_see_different_batches_are_refused(tiny_databin):
     common = [
         str(tiny_databin), "--user-dir", USER_DIR, "--arch", "roberta_tiny", "--cpu",

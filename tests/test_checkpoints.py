@@ -59,6 +59,7 @@ def test_resume_from_checkpoint_last_and_restore_file(trained_checkpoint, tiny_d
     assert f"Loaded checkpoint {restore} (epoch 1 @ 10 updates)" in out.stdout
 
 
+@pytest.mark.slow
 def test_stock_fairseq_roberta_checkpoint_loads(tiny_databin, tmp_path):
     run_fairseq(
         "fairseq-train", tiny_databin, "--task", "masked_lm", "--criterion", "masked_lm",

@@ -56,6 +56,7 @@ def test_every_script_is_a_shim_of_a_console_script(script, capsys, monkeypatch)
     assert capsys.readouterr().out.startswith("usage:")
 
 
+@pytest.mark.slow
 def test_a_wheel_carries_the_recipes_and_its_tools_find_them(tmp_path):
     """taco-glue and taco-compare read the hydra recipes; installed from a wheel (not
     editable), they must find them inside the package, not in a source checkout."""

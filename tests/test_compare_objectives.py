@@ -102,6 +102,7 @@ def test_a_run_is_continued_only_with_the_options_it_was_started_with(tmp_path):
     assert (run_dir / "train.log").read_text().count("# fairseq-train") == 1  # nothing ran
 
 
+@pytest.mark.slow
 def test_the_initialization_is_what_fairseq_train_starts_from(tiny_databin, tmp_path):
     """Checkpoint 0 equals the parameters a fairseq-train run of the same options starts from
     (one update at a negligible learning rate moves them by ~1e-9), is the same for mlm and
@@ -156,6 +157,7 @@ def _small_treebanks(directory, sentences=120):
     return paths
 
 
+@pytest.mark.slow
 def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tmp_path):
     out = tmp_path / "compare"
     train, test = _small_treebanks(tmp_path)

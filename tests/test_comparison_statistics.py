@@ -155,7 +155,7 @@ def test_figures_of_a_partial_study_have_no_empty_legend(tmp_path):
 
 
 # --- the instrument on simulated studies -------------------------------------------------------
-#: The study's shape (issue 23): 5 checkpoints × (2 tasks + their average) = 15 comparisons,
+#: A study's shape: 5 checkpoints × (2 tasks + their average) = 15 comparisons,
 #: 3 fine-tuning seeds.
 SIM_UPDATES = (1000, 2000, 3000, 4000, 5000)
 SIM_TASKS = ("STS-B", "SST-2")

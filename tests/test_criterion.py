@@ -137,9 +137,9 @@ def test_a_huge_temperature_pins_the_tc_loss_at_chance(synthetic_databin):
 
 @pytest.mark.parametrize("temperature, negatives", [(1e5, 50), (1e3, 5), (0.6, 50), (2.0, 1)])
 def test_the_temperature_warning_prints_bounds_that_read_apart(caplog, temperature, negatives):
-    """Before: at τ = 1e5 the warning read "between 5.672 bits ... and 5.672 bits" (both rounded
-    to 3 decimals). The bounds are log2(1 + K·exp(−2/τ)) and log2(K + 1); printed, they differ,
-    and each is the exact value rounded to the decimals shown."""
+    """The bounds the warning prints, log2(1 + K·exp(−2/τ)) and log2(K + 1), differ as printed
+    (also at τ = 1e5, where 3 decimals would show 5.672 bits twice), and each is the exact value
+    rounded to the decimals shown."""
     with caplog.at_level(logging.WARNING):
         check_temperature(temperature, negatives)
     found = re.search(r"stays between (\d+\.(\d+)) bits \(perfectly aligned vectors\) and "
@@ -278,6 +278,7 @@ def models(synthetic_databin):
     return criterion, {name: copy.deepcopy(model).to(dtype) for name, dtype in DTYPES.items()}
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None,  # a forward and backward pass each
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batch=masked_lm_batches(), positions=st.sampled_from(TC_POSITIONS),

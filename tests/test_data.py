@@ -95,6 +95,7 @@ def test_the_update_after_a_skipped_one_uses_its_own_totals(synthetic_databin, m
     assert used == [own[0], own[0], own[1], own[1]]
 
 
+@pytest.mark.slow  # over 10 s on two busy cores
 @pytest.mark.parametrize("update_freq", [2, 3])  # the end of shard 1: [batch, padding]; [padding]
 def test_every_worker_all_reduces_once_per_update_at_its_first_batch(
         synthetic_databin, monkeypatch, update_freq):

@@ -17,6 +17,9 @@ from multiprocess import fairseq_train_ranks, worker_results
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
 from taco_fairseq.batch import CrossWorkerTacoBatch
 
+#: Several fairseq processes per test (or per module fixture).
+pytestmark = pytest.mark.slow
+
 
 def _sgd_args(databin, save_dir, *extra):
     """Two plain SGD updates with lr 1 (parameters after an update = before − gradient), no

@@ -2,8 +2,13 @@
 
 import math
 
+import pytest
+
 from conftest import run_fairseq, run_script, train_args
 from taco_fairseq.analysis.training_log import parse_json_log
+
+#: The prep command, fairseq-train and the log table in subprocesses.
+pytestmark = pytest.mark.slow
 
 
 def test_prepare_train_resume(wikipedia_aa, tmp_path):

@@ -22,6 +22,9 @@ from taco_fairseq.hub import from_pretrained
 from taco_fairseq.prep.binarize import DatasetWriter
 from taco_fairseq.prep.vocabulary import DictionaryEncoder
 
+#: fairseq-preprocess, fairseq-train and the commands in subprocesses.
+pytestmark = pytest.mark.slow
+
 #: Lines whose pieces need fairseq's text route: characters the model does not know (which
 #: fairseq-preprocess's dict.txt may list, as spm_encode writes them as they are), a run of
 #: unknown characters (one piece), U+0085 (a piece fairseq splits away as whitespace), an

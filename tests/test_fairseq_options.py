@@ -1,13 +1,16 @@
-"""Standard fairseq options that used to crash inside fairseq: ``--sample-break-mode eos``
-(numpy 2 has no ``np.compat``) and ``--mask-whole-words`` (``masked_lm`` reads ``self.args``)."""
+"""Standard fairseq options that crash inside fairseq's own code and that the plugin makes work:
+``--sample-break-mode eos`` (numpy 2 has no ``np.compat``) and ``--mask-whole-words``
+(``masked_lm`` reads ``self.args``)."""
 
 import json
 
+import pytest
 import torch
 
 from conftest import fairseq_setup, first_batch, run_fairseq, train_args
 
 
+@pytest.mark.slow
 def test_eos_blocks_and_whole_word_masking_train_end_to_end(tiny_databin, tmp_path):
     out = run_fairseq("fairseq-train", *train_args(
         tiny_databin, tmp_path / "run", "--sample-break-mode", "eos", "--mask-whole-words",

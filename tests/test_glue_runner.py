@@ -456,6 +456,7 @@ def test_negative_seeds_are_an_error(capsys):
     assert "argument --seeds: must be >= 0, got -1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_checkpoint_sweep_refuses_a_run_label_given_twice(tmp_path):
     result = run_script("glue_checkpoint_sweep.py", "--run", f"TACO={tmp_path}", "--run",
                         f"TACO={tmp_path}", "--baseline", "TACO", "--data", tmp_path, "--out",
@@ -582,6 +583,7 @@ def test_a_recipe_runs_with_fairseq_hydra_train(glue_databin, trained_checkpoint
     assert (tmp_path / "checkpoint_best.pt").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_dir, config_name, given, missing", [
     (RECIPES_DIR.parent / "pretraining", "taco_small", ["task.data=DATA"], "common.user_dir"),
     (RECIPES_DIR, "rte_small", ["task.data=DATA", f"common.user_dir={USER_DIR}"],

@@ -20,6 +20,7 @@ def _run(*args, **env):
         env=dict(os.environ, PYTHON=sys.executable, **env), timeout=1800)
 
 
+@pytest.mark.slow
 def test_dry_run_writes_every_result_and_the_summary(tmp_path):
     if not (SHARED / "data" / "glue" / "RTE").is_dir():
         pytest.skip("needs ../shared (corpus and GLUE)")
@@ -46,6 +47,7 @@ def test_dry_run_writes_every_result_and_the_summary(tmp_path):
     assert "| yes: TC loss on all 2 updates with one sequence per process" in summary
 
 
+@pytest.mark.slow
 def test_bad_calls_stop_with_one_line(tmp_path):
     unknown = _run("--fast")
     assert unknown.returncode == 2

@@ -131,6 +131,7 @@ def test_export_loads_offline_and_fills_masks_like_fairseq(cli_export, trained_c
         assert [p["score"] for p in predictions] == pytest.approx([f[1] for f in fairseq], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_untied_taco_export(untied_taco_run, check_lines, tmp_path):
     out = tmp_path / "hf"
     report = export_to_transformers(untied_taco_run / "checkpoint_last.pt", out, check_lines)
@@ -142,6 +143,7 @@ def test_untied_taco_export(untied_taco_run, check_lines, tmp_path):
     assert decoder.data_ptr() != embeddings.data_ptr() and not torch.equal(decoder, embeddings)
 
 
+@pytest.mark.slow
 def test_tensorboard_logs_taco_curves(untied_taco_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -159,6 +161,7 @@ def test_tensorboard_logs_taco_curves(untied_taco_run):
     assert steps["valid", "tc_accuracy"] == [4]
 
 
+@pytest.mark.slow
 def test_mlm_checkpoint_exports(tiny_databin, check_lines, tmp_path):
     args = train_args(tiny_databin, tmp_path / "ckpt", "--max-update", "2", "--disable-validation")
     args[args.index("taco_masked_lm")] = "masked_lm"
@@ -322,7 +325,8 @@ def test_check_text_has_the_hard_cases(tiny_databin, check_lines):
     assert check.pairs and all(len(sp.encode(a)) + len(sp.encode(b)) + 4 <= 64 for a, b in check.pairs)
 
 
-@pytest.mark.parametrize("arch", ["roberta_small", "roberta_tiny --untie-weights-roberta"])
+@pytest.mark.parametrize("arch", [pytest.param("roberta_small", marks=pytest.mark.slow),
+                                  "roberta_tiny --untie-weights-roberta"])
 def test_every_size_converts_exactly(arch, tiny_databin, check_lines, tmp_path):
     """Random (not initial) weights, so that every parameter counts: the paper's BERT-small and
     untied embeddings (roberta_tiny tied and untied with trained weights: the runs above)."""

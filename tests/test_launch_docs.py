@@ -114,6 +114,7 @@ def test_slurm_command(eight_gpus, monkeypatch, tmp_path):
     assert dist.distributed_no_spawn and eight_gpus == [5]
 
 
+@pytest.mark.slow
 def test_the_documented_user_dir_loads_the_plugin_from_any_directory(tmp_path):
     """fairseq resolves ``--user-dir`` against the working directory before the plugin loads,
     so a relative one fails outside the repository root and under hydra, which changes the
@@ -132,6 +133,7 @@ def test_the_documented_user_dir_loads_the_plugin_from_any_directory(tmp_path):
     assert ",mlm,taco,sentence_prediction_summable}" in result.stdout  # the criteria it adds
 
 
+@pytest.mark.slow
 def test_an_installed_package_is_found_by_a_relative_user_dir_from_any_directory(tmp_path):
     """An installed (not editable) package sits beside fairseq in site-packages, where fairseq
     also looks for a relative ``--user-dir`` it cannot find in the working directory, so

@@ -68,6 +68,7 @@ def test_imports_flow_from_the_commands_through_the_tools_to_the_plugin():
     assert {("glue", "prep"), ("cli", "glue"), ("prep", "plugin")} <= set(edges)  # seen
 
 
+@pytest.mark.slow
 def test_import_loads_only_the_plugin_and_registers_everything():
     script = """
 import json, sys
@@ -96,6 +97,7 @@ print(json.dumps({
     assert loaded["task"] and len(loaded["criteria"]) == 3 and len(loaded["archs"]) == 4
 
 
+@pytest.mark.slow
 def test_read_ahead_threads_are_stopped_at_exit():
     # fairseq's BufferedIterator collates ahead in a daemon thread; one still inside torch when
     # the interpreter finalizes aborts the process (status 134). The first exit hook below

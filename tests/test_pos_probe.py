@@ -114,6 +114,7 @@ def small_ewt(ewt, tmp_path_factory):
     return PosProbeData.read(*paths)
 
 
+@pytest.mark.slow
 def test_each_word_gets_its_first_piece_and_the_ids_are_hub_encodes(
         ewt, trained_and_initial, tiny_databin):
     hub = _hub(trained_and_initial[1], tiny_databin)
@@ -140,6 +141,7 @@ def test_each_word_gets_its_first_piece_and_the_ids_are_hub_encodes(
     assert [f.replace("\u2581", "")[:1] for f in first] == ["I", "'", "m"]  # It 's more
 
 
+@pytest.mark.slow
 def test_word_states_take_the_embedding_output_and_every_layer(trained_and_initial, tiny_databin,
                                                                ewt):
     hub = _hub(trained_and_initial[1], tiny_databin)
@@ -158,6 +160,7 @@ def test_word_states_take_the_embedding_output_and_every_layer(trained_and_initi
                                    rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_probe_sees_pre_training_and_is_deterministic(trained_and_initial, tiny_databin,
                                                           small_ewt):
     initial = pos_probe(_hub(trained_and_initial[0], tiny_databin), small_ewt)
@@ -196,6 +199,7 @@ def test_the_most_frequent_tag_baseline_and_the_ambiguous_forms(small_ewt):
     assert "that" in small_ewt.ambiguous and "and" not in small_ewt.ambiguous
 
 
+@pytest.mark.slow
 def test_the_masked_lm_loss_is_fairseqs_criterion_on_the_same_masks(trained_and_initial,
                                                                    tiny_databin, alice):
     from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
@@ -230,6 +234,7 @@ def test_the_masked_lm_loss_is_fairseqs_criterion_on_the_same_masks(trained_and_
                                                        abs=0.5)
 
 
+@pytest.mark.slow
 def test_the_probes_command_writes_the_part_of_speech_columns(trained_and_initial, tiny_databin,
                                                               glue_databin, small_ewt,
                                                               tmp_path):

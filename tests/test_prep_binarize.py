@@ -51,12 +51,14 @@ def routes(tmp_path_factory, wikipedia_aa, wikitext_test, alice):
     return root, info, pieces
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["train.bin", "train.idx", "valid.bin", "valid.idx", "dict.txt"])
 def test_same_bytes_as_fairseq_preprocess(routes, name):
     root, _, _ = routes
     assert (root / "new" / name).read_bytes() == (root / "old" / name).read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split", ["train", "valid"])
 def test_counts_are_fairseq_preprocess_counts(routes, split):
     root, info, pieces = routes

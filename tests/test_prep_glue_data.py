@@ -84,6 +84,7 @@ def _binarize_with_fairseq(lines, dictionary, prefix):
     return {ext: (prefix.parent / f"{prefix.name}.{ext}").read_bytes() for ext in ("bin", "idx")}
 
 
+@pytest.mark.slow
 def test_same_bytes_as_fairseq_preprocess_of_the_pieces(glue_databin, tiny_databin, glue_data,
                                                       tmp_path):
     """Every input and label dataset of the five real tasks, against fairseq's binarizer run
@@ -266,6 +267,7 @@ def test_download_fails_clearly_offline(tmp_path, monkeypatch):
         download_glue(tmp_path, ["WNLI"])
 
 
+@pytest.mark.slow
 def test_prep_command(tmp_path, tiny_databin):
     write_official_layouts(tmp_path / "glue")
     result = run_script("prepare_glue.py", "--glue-dir", tmp_path / "glue", "--pretraining-data",

@@ -110,6 +110,7 @@ def test_valid_docs_holds_out_the_last_documents(databin, wikipedia_aa, wikitext
     assert splits["valid"]["docs"] == 2
 
 
+@pytest.mark.slow
 def test_cli_with_valid_and_test_files(tmp_path, head, wikipedia_aa, wikitext_test, alice, earnest):
     wiki_gz = tmp_path / "AA-head.txt.gz"
     wiki_gz.write_bytes(gzip.compress(head(wikipedia_aa, 800)))
@@ -151,6 +152,7 @@ def test_cli_with_valid_and_test_files(tmp_path, head, wikipedia_aa, wikitext_te
     assert model.decode(dictionary.string(test[-1][:-1]).split()) == "TABLEAU"  # see test_prep_corpus
 
 
+@pytest.mark.slow
 def test_cli_names_a_missing_input(tmp_path, wikitext_test):
     missing = tmp_path / "no-such-file.txt.xz"
     result = run_script(
@@ -162,6 +164,7 @@ def test_cli_names_a_missing_input(tmp_path, wikitext_test):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_file_given_twice(tmp_path, wikitext_test):
     """The same file twice in --train (once through a symbolic link): with --valid-docs its
     documents held out for validation would also stay in train."""
@@ -283,6 +286,7 @@ def test_the_validation_share_is_logged_and_a_large_one_from_valid_docs_is_warne
         assert "" in valid and not set(valid) & set(read_document_lines(wikitext_test))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", [
     (["--valid-fraction", "1"], "argument --valid-fraction: must be in (0, 1), got 1"),
     (["--valid-fraction", "nan"], "argument --valid-fraction: must be in (0, 1), got nan"),

@@ -73,6 +73,7 @@ def test_shard_datasets_and_dict_counts(sharded):
     assert dictionary.count[dictionary.nspecial:] == counts[dictionary.nspecial:].tolist()
 
 
+@pytest.mark.slow
 def test_training_runs_over_both_shards_and_the_hub_loads_it(sharded, tmp_path):
     """Two epochs of a few updates: epoch 1 on shard0, epoch 2 on shard1, validation on shard0;
     the hub finds the data-bin through the colon path the checkpoint records."""

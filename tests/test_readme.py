@@ -1,6 +1,8 @@
 """The README's facts against the code: its options table gives each option's place, default
 and choices as the plugin declares them; its list of commands is setup.py's console scripts;
-every command line of its bash blocks parses with the program's own parser."""
+every command line of its bash blocks parses with the program's own parser, and every hydra
+command of it and of the recipes' page (examples/taco/README.md) names a recipe and known
+fields."""
 
 import argparse
 import dataclasses
@@ -9,9 +11,11 @@ import shlex
 
 import pytest
 
-from conftest import RECIPES, REPO
+from conftest import RECIPES, REPO, compose_recipe
 
 README = REPO / "README.md"
+#: The page of the pre-training recipes, with their fairseq-hydra-train commands.
+RECIPES_PAGE = REPO / "examples" / "taco" / "README.md"
 #: ``name = module:function`` entries of setup.py's console_scripts.
 DECLARED = dict(re.findall(r'"(taco-[a-z-]+) = ([\w.]+):main"',
                            (REPO / "setup.py").read_text(encoding="utf-8")))
@@ -76,7 +80,7 @@ def test_the_options_table_gives_the_declared_places_defaults_and_choices():
             continue
         fields = declared[where]
         if name == "tc_key_gradients" and name not in fields:
-            # issue 34: tc_key_gradients (default false) replaces tc_detach_keys (default true,
+            # tc_key_gradients (default false) replaces tc_detach_keys (default true,
             # its negation); until the rename is merged the code has only the old name
             assert default == _written(not fields["tc_detach_keys"].default), option
             continue
@@ -92,7 +96,7 @@ def test_the_options_table_lists_every_tc_option():
     for where in ("task", "criterion"):
         for name in _declared_options()[where]:
             if name.startswith("tc_"):
-                name = "tc_key_gradients" if name == "tc_detach_keys" else name  # issue 34
+                name = "tc_key_gradients" if name == "tc_detach_keys" else name  # renamed
                 assert (where, name) in listed, f"{where} option {name} is not in the table"
 
 
@@ -101,9 +105,10 @@ def test_the_commands_list_is_setup_py_s_console_scripts():
     assert sorted(listed) == sorted(DECLARED)
 
 
-def _bash_commands():
-    """Every command line of the README's bash blocks, as words (comments dropped)."""
-    text = README.read_text(encoding="utf-8")
+def _bash_commands(path=README):
+    """Every command line of the bash blocks of ``path`` (a markdown file), as words (comments
+    dropped)."""
+    text = path.read_text(encoding="utf-8")
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
@@ -136,17 +141,31 @@ def test_every_fairseq_train_command_of_the_readme_parses(monkeypatch):
         assert (args.task, args.criterion) == ("taco_masked_lm", "taco")
 
 
-def test_every_hydra_command_of_the_readme_names_a_recipe_and_known_fields():
+@pytest.mark.parametrize("path", [README, RECIPES_PAGE], ids=lambda p: str(p.relative_to(REPO)))
+def test_every_documented_hydra_command_names_a_recipe_and_known_fields(path):
+    """An override is a field of fairseq's config group (the plugin's task config for ``task``)
+    or, for groups a registry fills (``model``, ``lr_scheduler``, …), of the composed recipe;
+    ``hydra.run.dir`` is hydra's own."""
     from fairseq.dataclass.configs import FairseqConfig
+    from omegaconf import OmegaConf
     from taco_fairseq.task import TacoMaskedLMConfig
 
     groups = {f.name: f.type for f in dataclasses.fields(FairseqConfig)}
     groups["task"] = TacoMaskedLMConfig
-    commands = [words for words in _bash_commands() if words[0] == "fairseq-hydra-train"]
-    assert commands
+    commands = [words for words in _bash_commands(path) if words[0] == "fairseq-hydra-train"]
+    if path == RECIPES_PAGE:
+        assert commands, f"{path} lost its fairseq-hydra-train commands"
     for words in commands:
         assert words[words.index("--config-dir") + 1] == str(RECIPES.relative_to(REPO))
-        assert (RECIPES / f"{words[words.index('--config-name') + 1]}.yaml").is_file()
-        for override in (word for word in words[1:] if "=" in word):
-            group, name = override.split("=", 1)[0].split(".")
-            assert name in {f.name for f in dataclasses.fields(groups[group])}, override
+        name = words[words.index("--config-name") + 1]
+        assert (RECIPES / f"{name}.yaml").is_file()
+        recipe = compose_recipe(name)
+        for override in (word.split("=", 1)[0] for word in words[1:] if "=" in word):
+            group, field = override.split(".", 1)
+            if override == "hydra.run.dir":
+                continue
+            if dataclasses.is_dataclass(groups[group]):
+                assert field in {f.name for f in dataclasses.fields(groups[group])}, override
+            else:
+                assert OmegaConf.select(recipe, override, default=KeyError) is not KeyError, (
+                    override)

@@ -42,6 +42,7 @@ def _cut_short(path):
     path.write_bytes(data[: len(data) // 2])
 
 
+@pytest.mark.slow
 def test_interrupted_run_continues_as_the_uninterrupted_one(tiny_databin, tmp_path):
     whole = _run(tiny_databin, tmp_path / "whole", 6)
     first = _run(tiny_databin, tmp_path / "interrupted", 3)
@@ -116,8 +117,9 @@ def test_unreadable_checkpoint_last_picks_the_newest_intact_checkpoint(trained_c
 
 def test_deciding_a_resume_reads_each_checkpoint_once(trained_checkpoint, tiny_databin,
                                                       tmp_path, monkeypatch):
-    """Before: checkpoint_last.pt was loaded once to see that it is readable and again for the
-    checks of :func:`restore_config` (the newest intact numbered checkpoint, likewise)."""
+    """Deciding what to resume from loads checkpoint_last.pt (or the newest intact numbered
+    checkpoint) once, for both the readability check and the checks of
+    :func:`restore_config`."""
     from taco_fairseq import resume
 
     for name in ("checkpoint_1_10.pt", "checkpoint_1_20.pt", "checkpoint_last.pt"):
@@ -158,7 +160,8 @@ def _resumable_copy(trained_checkpoint, save_dir):
 ])
 def test_a_resume_with_another_objective_is_refused(trained_checkpoint, tiny_databin, tmp_path,
                                                     changed, message):
-    """Before: the run continued from checkpoint_last.pt with the new value, without a word."""
+    """A resume with another value of an objective option stops, naming the option and both
+    values (it does not continue from checkpoint_last.pt with the new value)."""
     save_dir = _resumable_copy(trained_checkpoint, tmp_path / "run")
     fairseq_setup(tiny_databin, "--save-dir", str(save_dir))  # the same objective resumes
     with pytest.raises(OptionError, match=(
@@ -223,8 +226,9 @@ def test_every_option_of_the_objective_is_compared():
 
 def test_a_finished_run_started_again_leaves_its_checkpoints_as_they_are(trained_checkpoint,
                                                                        tiny_databin, tmp_path):
-    """Before: fairseq trained update 21 past --max-update 20 and overwrote checkpoint_last.pt
-    and checkpoint_best.pt with it."""
+    """fairseq-train on a run that has reached --max-update stops without training and leaves
+    checkpoint_last.pt and checkpoint_best.pt as they are (fairseq alone trains update 21
+    past --max-update 20 and overwrites them); a higher --max-update trains on."""
     save_dir = tmp_path / "run"
     shutil.copytree(trained_checkpoint, save_dir)
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in save_dir.iterdir()}

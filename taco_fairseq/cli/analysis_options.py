@@ -1,5 +1,6 @@
-"""Command-line options shared by ``taco-analyze-context``, ``taco-analyze-wordsim`` and
-``taco-analyze-dynamics``, and the analyses they run from parsed options."""
+"""Command-line options shared by the analysis commands (``taco-analyze-context``,
+``taco-analyze-wordsim``, ``taco-analyze-dynamics``, ``taco-analyze-probes``): their parser, its
+option groups, the parse-and-run step and the analyses they run from parsed options."""
 
 import argparse
 import logging
@@ -22,6 +23,35 @@ logger = logging.getLogger(__name__)
 
 #: Pairs measured when none of --pairs/--top/--sample is given: the paper's 20 sampled pairs.
 DEFAULT_SAMPLE = 20
+
+
+def analysis_parser(description: str, *option_groups) -> argparse.ArgumentParser:
+    """The parser of an analysis command: ``description`` (its module docstring, shown as
+    written), the runs, ``--data-bin`` and ``--device`` (:func:`add_run_arguments`), then the
+    options each of ``option_groups`` adds (e.g. :func:`add_corpus_arguments`)."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser)
+    for add_options in option_groups:
+        add_options(parser)
+    return parser
+
+
+def output_arguments(output_help: str, plot_help: str):
+    """An option group for :func:`analysis_parser`: ``--output`` (a CSV, required) and
+    ``--plot`` (a PNG, optional), with these helps."""
+    def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--output", type=Path, required=True, help=output_help)
+        parser.add_argument("--plot", type=Path, help=plot_help)
+    return add_output_arguments
+
+
+def write_output(write, data, path) -> None:
+    """``write(data, path)`` and print ``wrote PATH``; nothing where ``path`` is None (an
+    output that was not asked for)."""
+    if path is not None:
+        write(data, path)
+        print(f"wrote {path}")
 
 
 def run_command(parser: argparse.ArgumentParser, analysis, argv=None):

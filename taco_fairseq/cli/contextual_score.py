@@ -8,32 +8,18 @@ Example:
         --plot runs/demo/contextual_score.png
 """
 
-import argparse
-from pathlib import Path
-
-from taco_fairseq.cli.analysis_options import (
-    add_corpus_arguments,
-    add_run_arguments,
-    run_command,
-    run_contextual_score,
-)
 from taco_fairseq.analysis.figures import plot_contextual_score, write_csv
+from taco_fairseq.cli import analysis_options as options
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_run_arguments(parser)
-    add_corpus_arguments(parser)
-    parser.add_argument("--output", type=Path, required=True, help="CSV, one row per checkpoint")
-    parser.add_argument("--plot", type=Path, help="PNG of the scores over updates")
-    args, rows = run_command(parser, run_contextual_score, argv)
+    parser = options.analysis_parser(
+        __doc__, options.add_corpus_arguments,
+        options.output_arguments("CSV, one row per checkpoint", "PNG of the scores over updates"))
+    args, rows = options.run_command(parser, options.run_contextual_score, argv)
     write_csv(rows, args.output)
     print(f"wrote {args.output} ({len(rows)} checkpoints)")
-    if args.plot:
-        plot_contextual_score(rows, args.plot)
-        print(f"wrote {args.plot}")
+    options.write_output(plot_contextual_score, rows, args.plot)
 
 
 if __name__ == "__main__":

@@ -13,36 +13,24 @@ Example:
         --output-dir runs/demo/figures
 """
 
-import argparse
 from pathlib import Path
 
 from taco_fairseq.analysis import figures
 from taco_fairseq.analysis.checkpoints import run_name
-from taco_fairseq.cli.analysis_options import (
-    add_corpus_arguments,
-    add_pair_arguments,
-    add_run_arguments,
-    run_command,
-    run_contextual_score,
-    run_embedding_similarity,
-)
+from taco_fairseq.cli import analysis_options as options
 from taco_fairseq.analysis.training_log import parse_json_log
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_run_arguments(parser)
-    add_corpus_arguments(parser)
-    add_pair_arguments(parser)
+    parser = options.analysis_parser(
+        __doc__, options.add_corpus_arguments, options.add_pair_arguments)
     parser.add_argument(
         "--logs", nargs="+", type=Path, metavar="LOG",
         help="fairseq --log-format json logs, one per RUN in order (default: RUN/train.log "
         "where it exists)",
     )
     parser.add_argument("--output-dir", type=Path, required=True)
-    args, (logs, scores, similarity) = run_command(parser, _analyses, argv)
+    args, (logs, scores, similarity) = options.run_command(parser, _analyses, argv)
     out = args.output_dir
     writes = [
         (figures.write_csv, scores, "contextual_score.csv"),
@@ -58,14 +46,14 @@ def main(argv=None):
         print("no training log (RUN/train.log, or --logs; under fairseq-hydra-train "
               "hydra_train.log): online_context_similarity.png is not drawn")
     for write, data, name in writes:
-        write(data, out / name)
-        print(f"wrote {out / name}")
+        options.write_output(write, data, out / name)
 
 
 def _analyses(args):
     logs = _read_logs(args.runs, args.logs)
-    similarity = run_embedding_similarity(args)  # first: a missing --wordsim is named at once
-    return logs, run_contextual_score(args), similarity
+    # first: a missing --wordsim is named before the contextual score runs
+    similarity = options.run_embedding_similarity(args)
+    return logs, options.run_contextual_score(args), similarity
 
 
 def _read_logs(runs, logs):

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from taco_fairseq.analysis.checkpoints import iter_run_checkpoints
-from taco_fairseq.cli.analysis_options import add_run_arguments, run_command
+from taco_fairseq.cli.analysis_options import analysis_parser, run_command
 from taco_fairseq.analysis.contextual_score import encode_sentences
 from taco_fairseq.analysis.figures import write_csv
 from taco_fairseq.analysis.pos_probe import PosProbeData, pos_probe
@@ -37,9 +37,7 @@ logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_arguments(parser)
+    parser = analysis_parser(__doc__)
     parser.add_argument("--glue-data", type=Path, required=True,
                         help="GLUE tasks prepared with the runs' data-bin (taco-prepare-glue)")
     parser.add_argument("--tasks", nargs="+", default=list(PROBE_TASKS), metavar="TASK",

@@ -1,5 +1,5 @@
 """Frozen-encoder probes of a pre-training checkpoint: what its representations hold without
-fine-tuning (issue 23 §2), cheap enough to run at every checkpoint and seed of a comparison.
+fine-tuning, cheap enough to run at every checkpoint and seed of a comparison.
 
 Three measures, each deterministic given the checkpoint (eval mode, no dropout, no sampling but
 a seeded subsample of the training examples when asked):

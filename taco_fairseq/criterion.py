@@ -24,6 +24,7 @@ from .diagnostics import ContextSimilarityConfig, ContextSimilarityLogger, last_
 from .distributed import complete_negatives
 from .errors import OptionError
 from .loss import global_bias, info_nce
+from .totals import tc_scale
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +230,7 @@ class TacoLoss(MlmLoss):
     An update minimizes mean MLM loss over its M masked tokens + λ · mean InfoNCE over its A
     anchors (the official code's mean). fairseq divides by the summed sample size (masked
     tokens), so a batch returns ``Σ CE + λ · Σ InfoNCE · max(M, 1) / max(A, 1)``, M and A over
-    the whole update and all workers (in a training step, from ``train_step``:
+    the whole update and all workers (:mod:`taco_fairseq.totals`: in a training step
     ``TacoBatch.all_worker_totals``; otherwise the batch's own).
 
     Logged: ``mlm``'s metrics, ``loss`` = mlm_loss + λ · tc_loss (bits), ``tc_loss`` (bits per
@@ -260,14 +261,9 @@ class TacoLoss(MlmLoss):
     def forward(self, model, sample, reduce=True):
         """``(loss, sample_size, logging_output)`` as fairseq's criteria (see the class doc)."""
         losses = self.compute_losses(model, sample)
-        taco = sample["taco"]
-        if taco.training:
-            totals = taco.all_worker_totals
-        else:
-            totals = torch.tensor([float(losses.sample_size), float(losses.num_anchors)])
-        masked_total, anchor_total = totals.to(losses.tc_loss.device, torch.float32).unbind()
-        tc_scale = masked_total.clamp(min=1) / anchor_total.clamp(min=1)
-        loss = losses.mlm_loss + (self.tc_weight * tc_scale) * losses.tc_loss
+        scale = tc_scale(sample["taco"].all_worker_totals, losses.sample_size,
+                         losses.num_anchors, losses.tc_loss.device)
+        loss = losses.mlm_loss + (self.tc_weight * scale) * losses.tc_loss
         logging_output = {
             **losses.logging_output,
             "loss": loss if self.tpu else loss.data,

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 import numpy as np
-import torch
 from fairseq import utils
 from fairseq.data import indexed_dataset
 from fairseq.dataclass import ChoiceEnum
@@ -23,11 +22,11 @@ from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from omegaconf import II
 
 from .batch import CrossWorkerTacoBatch
-from .data import (TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals,
-                   UpdateTotalsEpochIterator)
+from .data import TC_POSITIONS, ContrastiveSamplingDataset
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 from .metadata import SENTENCEPIECE_MODEL
 from .sampling import SamplingOptions
+from .totals import AllWorkerTotals, UpdateTotalsEpochIterator
 
 logger = logging.getLogger(__name__)
 
@@ -172,8 +171,7 @@ class TacoMaskedLMTask(MaskedLMTask):
         sampling = sampling_options(cfg)
         super().__init__(cfg, dictionary)
         self.sampling = sampling
-        self._open_totals = None  # [2]: the open update's totals over all workers
-        self._calls_left = 0  # batches of the open update still to come on this worker
+        self._totals = AllWorkerTotals()
         self._warned_few_negatives = False
         self.sentencepiece_model = os.path.join(utils.split_paths(cfg.data)[0],
                                                 SENTENCEPIECE_MODEL)
@@ -256,12 +254,12 @@ class TacoMaskedLMTask(MaskedLMTask):
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         """fairseq's epoch iterator over ``dataset`` (same arguments), wrapped so that each
-        batch carries its update's totals (:class:`~taco_fairseq.data.UpdateTotalsEpochIterator`,
+        batch carries its update's totals (:class:`~taco_fairseq.totals.UpdateTotalsEpochIterator`,
         grouping ``--update-freq`` batches per update as fairseq's ``train.py`` does), which
         :meth:`train_step` needs.
 
         Returns:
-            an :class:`~taco_fairseq.data.UpdateTotalsEpochIterator`; the checkpoint state is
+            an :class:`~taco_fairseq.totals.UpdateTotalsEpochIterator`; the checkpoint state is
             the wrapped iterator's.
         """
         epoch_itr = super().get_batch_iterator(dataset, *args, **kwargs)
@@ -270,16 +268,15 @@ class TacoMaskedLMTask(MaskedLMTask):
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """Train on a copy of ``sample`` whose positions are those of a training step:
         ``training``, the update's totals summed over all data-parallel workers
-        (:meth:`_all_worker_totals`) and, for a cross-worker batch, ``dummy`` (fairseq's padding
-        batch: ``ignore_grad``).
+        (:meth:`taco_fairseq.totals.AllWorkerTotals.of_step`) and, for a cross-worker batch,
+        ``dummy`` (fairseq's padding batch: ``ignore_grad``).
 
         Raises:
-            KeyError: a batch that is not fairseq's padding batch lacks ``update_totals`` (it
-                did not come from :meth:`get_batch_iterator`).
+            KeyError, RuntimeError: from :meth:`~taco_fairseq.totals.AllWorkerTotals.of_step`
+                (a batch that did not come from :meth:`get_batch_iterator`, or out of order).
         """
         taco = sample["taco"]
-        totals = self._all_worker_totals(None if ignore_grad else sample["update_totals"],
-                                         next(model.parameters()).device)
+        totals = self._totals.of_step(sample, ignore_grad, next(model.parameters()).device)
         cross_worker = isinstance(taco, CrossWorkerTacoBatch)
         dummy = {"dummy": bool(ignore_grad)} if cross_worker else {}
         step = {**sample, "taco": dataclasses.replace(taco, training=True,
@@ -293,40 +290,3 @@ class TacoMaskedLMTask(MaskedLMTask):
                 "(Shown once.)")
             self._warned_few_negatives = True
         return super().train_step(step, model, criterion, optimizer, update_num, ignore_grad)
-
-    def _all_worker_totals(self, own: Optional[UpdateTotals], device) -> torch.Tensor:
-        """``[2]`` float64 on ``device``: the masked tokens and anchors of the update being
-        trained, summed over all workers by one all-reduce when the update opens, for its
-        batches on this worker: ``own`` (its :class:`~taco_fairseq.data.UpdateTotals`), or None
-        for fairseq's padding batch, which counts 0.
-
-        An update opens at the batch of ``own.index`` 0, or at a padding batch that comes after
-        the open update's last batch: fairseq pads a worker's shard with at most one empty
-        batch, at its end, so a padding batch that opens an update is alone in it. This holds
-        on every worker alike, so all all-reduce together: after an update fairseq skipped
-        (its batches are over; a retried one starts again at index 0), on a worker with only
-        padding in an update, and after resuming (checkpoints fall on update boundaries).
-
-        Raises:
-            RuntimeError: ``own`` is a batch after the first of an update (``index`` > 0)
-                and no update has opened yet on this task: the first batches reached
-                :meth:`train_step` out of order, not from an update's first one.
-        """
-        if own is not None:
-            opens = own.index == 0
-        else:
-            opens = self._calls_left == 0
-        if opens:
-            local = (own.masked_tokens, own.anchors) if own is not None else (0, 0)
-            totals = torch.tensor(local, dtype=torch.float64, device=device)
-            if distributed_utils.get_data_parallel_world_size() > 1:
-                totals = distributed_utils.all_reduce(
-                    totals, group=distributed_utils.get_data_parallel_group())
-            self._open_totals = totals
-            self._calls_left = own.batches - 1 if own is not None else 0
-        elif self._open_totals is None:
-            raise RuntimeError(f"batch {own.index} of an update came first: train_step needs "
-                               "an update's batches in order, from its first one")
-        else:
-            self._calls_left = max(self._calls_left - 1, 0)
-        return self._open_totals

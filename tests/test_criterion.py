@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from batches import FixedBatch, masked_lm_batches
 from conftest import first_batch, fairseq_setup
 from taco_fairseq.criterion import TC_EMBEDDINGS, check_temperature
-from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals
+from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset
 from taco_fairseq.diagnostics import last_layer_states
 from taco_fairseq.loss import global_bias
 from taco_fairseq.sampling import SamplingOptions
+from taco_fairseq.totals import UpdateTotals
 
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
 

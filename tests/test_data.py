@@ -17,9 +17,9 @@ from batches import FixedBatch, masked_lm_batches
 from conftest import fairseq_setup
 from distributed_worker import Backward
 from taco_fairseq.batch import CrossWorkerTacoBatch, TacoBatch
-from taco_fairseq.data import (TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals,
-                               UpdateTotalsIterator)
+from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset
 from taco_fairseq.sampling import SamplingOptions
+from taco_fairseq.totals import UpdateTotals, UpdateTotalsIterator
 
 
 def _batch(masked, anchors, pad=1):

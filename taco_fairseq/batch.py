@@ -42,13 +42,11 @@ class _Positions:
 
 @dataclass(frozen=True)
 class TacoBatch(_Positions):
-    """:class:`~taco_fairseq.sampling.ContrastivePositions` as tensors, ``skipped`` (no
-    negatives: all tokens lie in one sequence) and ``available_negatives`` (the fewest
-    candidates an anchor draws its negatives from; 0 without anchors)."""
+    """:class:`~taco_fairseq.sampling.ContrastivePositions` as tensors (``negative``:
+    ``[anchors, K]``), and ``skipped``: no negatives (all tokens lie in one sequence)."""
 
     negative: Tensor
     skipped: bool
-    available_negatives: int
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The data side of ``taco_masked_lm``: TC positions drawn at collate time. (Each update's
 totals are read ahead of its batches by :mod:`taco_fairseq.totals`.)"""
 
+import logging
 from typing import Iterable
 
 import numpy as np
@@ -10,6 +11,8 @@ from fairseq.data import BaseWrapperDataset
 from .batch import CrossWorkerTacoBatch, TacoBatch
 from .sampling import CrossWorkerPositions, SamplingOptions, sample_positions
 
+logger = logging.getLogger(__name__)
+
 TC_POSITIONS = ("all", "masked", "unmasked")
 
 
@@ -18,7 +21,8 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
     ``[batch, seq_len]``); its collater adds ``batch["taco"]``, a
     :class:`~taco_fairseq.batch.TacoBatch` (``CrossWorkerTacoBatch`` for cross-worker
     positions), drawn given (seed, epoch, example ids) like fairseq's masking, so a resumed run
-    draws alike.
+    draws alike. Anchors with fewer candidate negatives than ``--tc-negatives`` (drawn with
+    replacement: repeats) are warned about, once per process.
 
     Args:
         pad_idx, excluded_tokens: ids that are never anchors, positives or negatives (padding;
@@ -43,6 +47,7 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
         self.sampling = sampling
         self.seed = seed
         self.epoch = 0
+        self._warned_few_negatives = False
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):
@@ -70,7 +75,23 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
             batch["taco"] = CrossWorkerTacoBatch(**tensors)
             return batch
         row_length = candidate.sum(axis=1)
-        available = row_length.sum() - row_length[sampled.anchor // candidate.shape[1]]
-        batch["taco"] = TacoBatch(**tensors, skipped=bool((row_length > 0).sum() < 2),
-                                  available_negatives=int(available.min()) if len(available) else 0)
+        batch["taco"] = TacoBatch(**tensors, skipped=bool((row_length > 0).sum() < 2))
+        if not self._warned_few_negatives:
+            self._warn_if_few_negatives(row_length, sampled.anchor // candidate.shape[1])
         return batch
+
+    def _warn_if_few_negatives(self, row_length: np.ndarray, anchor_row: np.ndarray) -> None:
+        """Warn when an anchor draws its K negatives from fewer candidates, those of the rows
+        other than its own (``row_length``: ``[batch]`` candidates per row; ``anchor_row``:
+        ``[anchors]`` each anchor's row); batches without negatives (``skipped``) are not
+        warned about. Once per dataset and process: a data-loading worker process
+        (``--num-workers`` >= 1, new each epoch) warns once of its own."""
+        if len(anchor_row) == 0:
+            return
+        available = int((row_length.sum() - row_length[anchor_row]).min())
+        if 0 < available < self.sampling.num_negatives:
+            logger.warning(
+                f"--tc-negatives {self.sampling.num_negatives} exceeds the {available} tokens "
+                "of the other sequences of a batch: such anchors draw repeated negatives "
+                "(sampling is with replacement). Lower --tc-negatives or use larger batches")
+            self._warned_few_negatives = True

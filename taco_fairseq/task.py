@@ -172,7 +172,6 @@ class TacoMaskedLMTask(MaskedLMTask):
         super().__init__(cfg, dictionary)
         self.sampling = sampling
         self._totals = AllWorkerTotals()
-        self._warned_few_negatives = False
         self.sentencepiece_model = os.path.join(utils.split_paths(cfg.data)[0],
                                                 SENTENCEPIECE_MODEL)
         if cfg.mask_whole_words:
@@ -277,16 +276,7 @@ class TacoMaskedLMTask(MaskedLMTask):
         """
         taco = sample["taco"]
         totals = self._totals.of_step(sample, ignore_grad, next(model.parameters()).device)
-        cross_worker = isinstance(taco, CrossWorkerTacoBatch)
-        dummy = {"dummy": bool(ignore_grad)} if cross_worker else {}
+        dummy = {"dummy": bool(ignore_grad)} if isinstance(taco, CrossWorkerTacoBatch) else {}
         step = {**sample, "taco": dataclasses.replace(taco, training=True,
                                                       all_worker_totals=totals, **dummy)}
-        if (not cross_worker and 0 < taco.available_negatives < self.cfg.tc_negatives
-                and not self._warned_few_negatives):
-            logger.warning(
-                f"--tc-negatives {self.cfg.tc_negatives} exceeds the {taco.available_negatives} "
-                "tokens of the other sequences of a batch: such anchors draw repeated negatives "
-                "(sampling is with replacement). Lower --tc-negatives or use larger batches. "
-                "(Shown once.)")
-            self._warned_few_negatives = True
         return super().train_step(step, model, criterion, optimizer, update_num, ignore_grad)

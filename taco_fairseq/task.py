@@ -6,8 +6,6 @@ import functools
 import itertools
 import logging
 import os
-import re
-import traceback
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -58,8 +56,8 @@ class TacoMaskedLMConfig(MaskedLMConfig):
 
 def sampling_options(cfg) -> SamplingOptions:
     """The TC sampling options of the task's config ``cfg``, checked, as the one record the
-    loader hands to the sampler; warn where the TC loss gets (almost) no data. (fairseq checks
-    its masking options when the data is loaded: :func:`masking_option_error`.)
+    loader hands to the sampler; warn where the TC loss gets (almost) no data. (The masking
+    options: :func:`check_masking_options`.)
 
     Raises:
         OptionError: naming the option, its value and what is allowed.
@@ -84,19 +82,31 @@ def sampling_options(cfg) -> SamplingOptions:
                            cross_worker=cfg.tc_cross_worker_negatives)
 
 
-def masking_option_error(error: AssertionError, cfg) -> Optional[OptionError]:
-    """The one-line error for a failed assertion of fairseq's ``MaskTokensDataset``, which
-    checks the masking options (``--mask-prob`` …) when the data is loaded and fails with a
-    bare ``AssertionError``: the options its condition names, their values and the condition,
-    read from fairseq's source. None for any other assertion."""
-    frame = traceback.extract_tb(error.__traceback__)[-1]
-    if frame.name != "__init__" or not frame.filename.endswith(
-            os.path.join("fairseq", "data", "mask_tokens_dataset.py")):
-        return None
-    condition = (frame.line or "").removeprefix("assert").strip() or "valid masking options"
-    names = [name for name in re.findall(r"[a-z_]+", condition) if hasattr(cfg, name)]
-    given = ", ".join(f"--{name.replace('_', '-')} {getattr(cfg, name)}" for name in names)
-    return OptionError(f"{given or 'masking options'}: fairseq's masked LM needs {condition}")
+def check_masking_options(cfg) -> None:
+    """Check fairseq's masking options (``--mask-prob`` …) in the task's config ``cfg`` as
+    fairseq's ``MaskTokensDataset`` does (it asserts each condition below, without a message,
+    when the data is loaded); also NaN fails. ``0 < --mask-prob < 1`` also keeps
+    ``--tc-positions masked`` (``unmasked``) from going without anchors.
+
+    Raises:
+        OptionError: naming the options of the first condition that fails, their values and
+            the condition.
+    """
+    random, unmasked = cfg.random_token_prob, cfg.leave_unmasked_prob
+    conditions = (  # (holds, fairseq's condition, the options it reads), in fairseq's order
+        (0.0 < cfg.mask_prob < 1.0, "0.0 < mask_prob < 1.0", ("mask_prob",)),
+        (0.0 <= random <= 1.0, "0.0 <= random_token_prob <= 1.0", ("random_token_prob",)),
+        (0.0 <= unmasked <= 1.0, "0.0 <= leave_unmasked_prob <= 1.0", ("leave_unmasked_prob",)),
+        (random + unmasked <= 1.0, "random_token_prob + leave_unmasked_prob <= 1.0",
+         ("random_token_prob", "leave_unmasked_prob")),
+        (cfg.mask_multiple_length >= 1, "mask_multiple_length >= 1", ("mask_multiple_length",)),
+        (cfg.mask_stdev >= 0.0, "mask_stdev >= 0.0", ("mask_stdev",)),
+    )
+    for holds, condition, names in conditions:
+        if not holds:
+            given = ", ".join(f"--{name.replace('_', '-')} {getattr(cfg, name)}"
+                              for name in names)
+            raise OptionError(f"{given}: fairseq's masked LM needs {condition}")
 
 
 def check_token_ids(split_path: str, dictionary, combine: bool) -> None:
@@ -168,7 +178,15 @@ class TacoMaskedLMTask(MaskedLMTask):
     cfg: TacoMaskedLMConfig
 
     def __init__(self, cfg: TacoMaskedLMConfig, dictionary=None):
+        """Check the options, before any data is loaded.
+
+        Raises:
+            OptionError: from :func:`sampling_options` and :func:`check_masking_options`.
+            InputNotFoundError: ``--mask-whole-words`` without the data-bin's SentencePiece
+                model (:attr:`args`).
+        """
         sampling = sampling_options(cfg)
+        check_masking_options(cfg)
         super().__init__(cfg, dictionary)
         self.sampling = sampling
         self._totals = AllWorkerTotals()
@@ -219,20 +237,13 @@ class TacoMaskedLMTask(MaskedLMTask):
         ``torch.multiprocessing.spawn``, ``torchrun``).
 
         Raises:
-            OptionError: token ids beyond ``dict.txt`` (:func:`check_token_ids`), or a masking
-                option fairseq's masking refuses (:func:`masking_option_error`).
+            OptionError: token ids beyond ``dict.txt`` (:func:`check_token_ids`).
         """
         if distributed_utils.get_global_rank() == 0:
             paths = utils.split_paths(self.cfg.data)
             check_token_ids(os.path.join(paths[(epoch - 1) % len(paths)], split),
                             self.dictionary, combine)
-        try:
-            super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
-        except AssertionError as error:
-            option_error = masking_option_error(error, self.cfg)
-            if option_error is None:
-                raise
-            raise option_error from error
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         special = (self.dictionary.bos(), self.dictionary.eos())
         self.datasets[split] = ContrastiveSamplingDataset(
             self.datasets[split], pad_idx=self.dictionary.pad(),

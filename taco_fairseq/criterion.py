@@ -173,27 +173,17 @@ class TacoLosses(NamedTuple):
 
 
 #: τ outside it makes the TC loss degenerate: 1/τ, the largest score cos/τ, must lie in
-#: [2, 100] (:func:`check_temperature`).
+#: [2, 100] (:func:`check_temperature`; the paper's τ = 0.07 gives 1/τ ≈ 14).
 TEMPERATURE_RANGE = (0.01, 0.5)
 
 
 def check_temperature(temperature: float, num_negatives: int) -> None:
     """Check ``--tc-temperature`` τ; warn (once: the criterion is built once) outside
-    :data:`TEMPERATURE_RANGE`, where the TC loss is degenerate.
-
-    The scores are ``cos/τ`` in [−1/τ, 1/τ], and an anchor's loss (:func:`.loss.info_nce`) is
-    ``L = log(1 + Σ_k exp(s_k − s_pos))`` nats over K negatives:
-
-    * 1/τ < 2 (τ > 0.5): even perfectly aligned vectors (positive cosine 1, every negative −1)
-      leave ``L ≥ log(1 + K·exp(−2/τ))``: at 1/τ = 2 and K = 50, 0.94 bits, the positive's
-      probability at most 0.52; as 1/τ → 0, L tends to the chance level log(K + 1) whatever
-      the vectors, and its gradient through each cosine, (p − y)/τ, to 0: TC is in effect off.
-    * 1/τ > 100 (τ < 0.01): a misranked anchor costs about (cos_neg − cos_pos)/τ nats, e.g. 50
-      for a cosine gap of 0.5, with a gradient of 1/τ per cosine, which swamps the MLM loss
-      (a few nats per token); CLIP (Radford et al., 2021, §2.5) caps its learned 1/τ at 100
-      to keep training stable.
-
-    The paper's τ = 0.07 gives 1/τ ≈ 14.
+    :data:`TEMPERATURE_RANGE`. The scores are cos/τ in [−1/τ, 1/τ]; an anchor's loss, with K =
+    ``num_negatives``, lies between log2(1 + K·exp(−2/τ)) bits (perfectly aligned vectors) and
+    chance, log2(K + 1) bits: above the range it cannot move from chance (TC is in effect off);
+    below it a misranked anchor costs up to 2/τ nats, with a gradient of order 1/τ that swamps
+    the MLM loss (CLIP, Radford et al. 2021, caps its learned 1/τ at 100).
 
     Raises:
         OptionError: τ not > 0 (also NaN).
@@ -202,25 +192,23 @@ def check_temperature(temperature: float, num_negatives: int) -> None:
         raise OptionError(f"--tc-temperature (τ) must be > 0 (0.07 in the paper), got "
                           f"{temperature}")
     low, high = TEMPERATURE_RANGE
+    advice = f"Use a τ in [{low:g}, {high:g}] (0.07 in the paper)"
     if temperature > high:
         chance = math.log2(num_negatives + 1)
         # chance − floor = log2((K + 1) / (1 + K·exp(−2/τ))), without cancellation at large τ
         width = -math.log1p(num_negatives * math.expm1(-2 / temperature)
                             / (num_negatives + 1)) / math.log(2)
-        # enough decimals (3 to 15) that the two bounds read apart
-        digits = 3 if width <= 0 else min(15, max(3, 1 - math.floor(math.log10(width))))
         logger.warning(
             f"--tc-temperature {temperature:g}: above {high:g}, the scores cos/τ lie within "
-            f"±{1 / temperature:.3g}, so the TC loss stays between {chance - width:.{digits}f} "
-            f"bits (perfectly aligned vectors) and {chance:.{digits}f} bits (chance, "
-            f"log2(K+1)), a range of {width:.3g} bits, and its gradient is at most 1/τ: TC is "
-            f"in effect off. Use a τ in [{low:g}, {high:g}] (0.07 in the paper)")
+            f"±{1 / temperature:.3g}, so the TC loss stays between {chance - width:.6f} bits "
+            f"(perfectly aligned vectors) and {chance:.6f} bits (chance, log2(K+1)), a range "
+            f"of {width:.3g} bits, and its gradient is at most 1/τ: TC is in effect off. "
+            f"{advice}")
     elif temperature < low:
         logger.warning(
             f"--tc-temperature {temperature:g}: below {low:g}, the scores cos/τ reach "
             f"±{1 / temperature:.3g}, so a misranked anchor costs up to {2 / temperature:.3g} "
-            "nats with a gradient of order 1/τ, which swamps the MLM loss. Use a τ in "
-            f"[{low:g}, {high:g}] (0.07 in the paper)")
+            f"nats with a gradient of order 1/τ, which swamps the MLM loss. {advice}")
 
 
 @register_criterion("taco", dataclass=TacoConfig)

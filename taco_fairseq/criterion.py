@@ -5,7 +5,7 @@
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 from fairseq import modules, utils
@@ -150,11 +150,29 @@ class TacoConfig(ContextSimilarityConfig):
         "as the official code: token + position embedding, LayerNorm, embedding dropout), the "
         "token-embedding row of the input token (token: at masked positions mostly the <mask> "
         "row) or of the original token before masking (original-token, the paper's wording)"})
+    tc_key_gradients: bool = field(default=False, metadata={
+        "help": "positives and negatives carry gradient (without it they are detached, a "
+        "stop-gradient, as in the official code); not with --tc-cross-worker-negatives"})
     tc_detach_keys: bool = field(default=True, metadata={
-        "help": "positives and negatives carry no gradient (stop-gradient, as the official "
-        "code). True by default; fairseq's command line turns the flag --tc-detach-keys into "
-        "'false'"})
+        "help": "deprecated, removed in the next release: use --tc-key-gradients (the flag "
+        "--tc-detach-keys sets this false, which means --tc-key-gradients)"})
     tpu: bool = II("common.tpu")
+
+
+#: The deprecated spelling of ``tc_key_gradients``, its negation (default true; its flag
+#: ``--tc-detach-keys`` set it false): it still works, with a warning, until the next release.
+DEPRECATED_DETACH_KEYS = "tc_detach_keys"
+
+
+def keys_carry_gradient(tc_key_gradients: Optional[bool],
+                        tc_detach_keys: Optional[bool]) -> Optional[bool]:
+    """Whether the positives and negatives carry gradient, given the values of
+    ``tc_key_gradients`` and of its deprecated negation ``tc_detach_keys`` (as a config or a
+    checkpoint holds them; either one asks for it): None when both are None (a checkpoint that
+    records neither)."""
+    if tc_key_gradients is None and tc_detach_keys is None:
+        return None
+    return bool(tc_key_gradients) or tc_detach_keys is False
 
 
 class TacoLosses(NamedTuple):
@@ -237,14 +255,21 @@ class TacoLoss(MlmLoss):
                 f"--criterion taco needs --task taco_masked_lm (it draws the TC positions), got "
                 f"--task {getattr(task_cfg, '_name', type(task).__name__)}")
         check_temperature(cfg.tc_temperature, task_cfg.tc_negatives)
-        if task_cfg.tc_cross_worker_negatives and not cfg.tc_detach_keys:
+        if not cfg.tc_detach_keys:
+            logger.warning(
+                "--tc-detach-keys (criterion.tc_detach_keys: false) is deprecated and will be "
+                "removed in the next release: use --tc-key-gradients (criterion."
+                "tc_key_gradients: true), which means the same")
+        self.tc_key_gradients = keys_carry_gradient(cfg.tc_key_gradients, cfg.tc_detach_keys)
+        if task_cfg.tc_cross_worker_negatives and self.tc_key_gradients:
             raise OptionError(
-                "--tc-cross-worker-negatives needs tc_detach_keys true (the default; drop "
-                "--tc-detach-keys): the keys gathered from other workers carry no gradient")
+                "--tc-cross-worker-negatives needs the positives and negatives detached: the "
+                "keys gathered from other workers carry no gradient. Leave out "
+                "--tc-key-gradients (or the deprecated --tc-detach-keys), or "
+                "--tc-cross-worker-negatives")
         self.tc_weight = cfg.tc_weight
         self.tc_temperature = cfg.tc_temperature
         self.tc_embedding = cfg.tc_embedding
-        self.tc_detach_keys = cfg.tc_detach_keys
 
     def forward(self, model, sample, reduce=True):
         """``(loss, sample_size, logging_output)`` as fairseq's criteria (see the class doc)."""
@@ -298,7 +323,7 @@ class TacoLoss(MlmLoss):
             if len(anchor) == 0:
                 return no_tc
             tc = info_nce(vectors, anchor, positive, negative, self.tc_temperature,
-                          self.tc_detach_keys)
+                          detach_keys=not self.tc_key_gradients)
         return no_tc._replace(tc_loss=tc.loss.sum(), tc_correct=tc.correct.sum(),
                               num_anchors=len(anchor))
 

@@ -43,7 +43,7 @@ class TacoMaskedLMConfig(MaskedLMConfig):
         "help": "never use <s> and </s> as anchors, positives or negatives"})
     tc_cross_worker_negatives: bool = field(default=False, metadata={
         "help": "draw each anchor's negatives from the sequences of all data-parallel workers "
-        "(all-gather of detached keys; needs tc_detach_keys true), as if one worker held the "
+        "(all-gather of detached keys: not with --tc-key-gradients), as if one worker held the "
         "whole batch, instead of from its own worker's batch"})
     tc_allow_changed_objective: bool = field(default=False, metadata={
         "help": "resume from a checkpoint trained with other values of the options that "

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batches import FixedBatch, masked_lm_batches
-from conftest import first_batch, fairseq_setup
+from conftest import USER_DIR, first_batch, fairseq_setup
 from taco_fairseq.criterion import TC_EMBEDDINGS, check_temperature
 from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset
 from taco_fairseq.diagnostics import last_layer_states
@@ -154,6 +154,42 @@ def test_the_temperature_warning_prints_the_loss_bounds_and_their_range(caplog, 
     assert floor == f"{exact_floor:.6f}"
     assert chance == f"{math.log2(negatives + 1):.6f}"
     assert width > 0 and width == pytest.approx(math.log2(negatives + 1) - exact_floor, rel=1e-2)
+
+
+def test_key_gradients_and_their_deprecated_spelling_train_alike(synthetic_databin, caplog):
+    """--tc-key-gradients lets the positives and negatives carry gradient; the deprecated
+    --tc-detach-keys (tc_detach_keys false) means the same, with a warning naming the new
+    option; without either they are detached. The flags as fairseq's command line parses them,
+    the losses and gradients of one batch with the same model."""
+    from fairseq import options
+    from omegaconf import OmegaConf
+
+    for flag, key_gradients, detach_keys in (("--tc-key-gradients", True, True),
+                                             ("--tc-detach-keys", False, False)):
+        args = options.parse_args_and_arch(options.get_training_parser(), [
+            str(synthetic_databin), "--user-dir", USER_DIR, "--task", "taco_masked_lm",
+            "--criterion", "taco", "--arch", "roberta_tiny", flag])
+        assert (args.tc_key_gradients, args.tc_detach_keys) == (key_gradients, detach_keys)
+    cfg, task, model, _ = fairseq_setup(synthetic_databin, *NO_DROPOUT)
+    batch = first_batch(task)
+    runs = []  # (tc_key_gradients, loss, gradients): detached, new spelling, old spelling
+    with caplog.at_level(logging.WARNING):
+        for settings in ({}, {"tc_key_gradients": True}, {"tc_detach_keys": False}):
+            assert "deprecated" not in caplog.text  # until the old spelling
+            criterion = task.build_criterion(OmegaConf.merge(cfg.criterion, settings))
+            model.zero_grad()
+            loss, _, _ = criterion(model, batch)
+            loss.backward()
+            runs.append((criterion.tc_key_gradients, loss.detach(),
+                         [p.grad.clone() for p in model.parameters()]))
+    assert caplog.text.count("--tc-detach-keys (criterion.tc_detach_keys: false) is deprecated "
+                             "and will be removed in the next release: use --tc-key-gradients "
+                             "(criterion.tc_key_gradients: true)") == 1
+    key_gradients, losses, gradients = zip(*runs)
+    assert key_gradients == (False, True, True)
+    assert torch.equal(losses[1], losses[2]) and torch.equal(losses[1], losses[0])
+    assert all(torch.equal(a, b) for a, b in zip(gradients[1], gradients[2]))
+    assert not all(torch.equal(a, b) for a, b in zip(gradients[1], gradients[0]))
 
 
 def test_single_sequence_batch_skips_tc(synthetic_databin):

@@ -1,7 +1,7 @@
 """``batch["taco"]``: the TC positions of one batch (int64 flat indices ``row * seq_len +
 column``), made by the collater; ``train_step`` hands the criterion a completed copy (a training
-step, with the update's totals over all workers); read (and moved to the GPU) by the criterion
-only. Frozen: each step makes a new record."""
+step, with the update's totals over all workers: :mod:`taco_fairseq.totals`); read (and moved
+to the GPU) by the criterion only. Frozen: each step makes a new record."""
 
 import dataclasses
 from dataclasses import dataclass, field
@@ -16,8 +16,8 @@ class _Positions:
     """Fields of both variants: ``anchor`` and ``positive`` (``[anchors]``); ``training``, True
     in a training step (``train_step``; False as the collater makes it, and in validation), and
     ``all_worker_totals``, then ``[2]`` float64: the masked tokens and anchors of the whole
-    update summed over all data-parallel workers (None otherwise: the batch's own counts are
-    used).
+    update summed over all data-parallel workers (:class:`taco_fairseq.totals.AllWorkerTotals`;
+    None otherwise: the batch's own counts are used).
 
     Raises:
         ValueError: ``all_worker_totals`` given without ``training``, or the other way round.
@@ -42,13 +42,11 @@ class _Positions:
 
 @dataclass(frozen=True)
 class TacoBatch(_Positions):
-    """:class:`~taco_fairseq.sampling.ContrastivePositions` as tensors, ``skipped`` (no
-    negatives: all tokens lie in one sequence) and ``available_negatives`` (the fewest
-    candidates an anchor draws its negatives from; 0 without anchors)."""
+    """:class:`~taco_fairseq.sampling.ContrastivePositions` as tensors (``negative``:
+    ``[anchors, K]``), and ``skipped``: no negatives (all tokens lie in one sequence)."""
 
     negative: Tensor
     skipped: bool
-    available_negatives: int
 
 
 @dataclass(frozen=True)

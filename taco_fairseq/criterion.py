@@ -5,7 +5,7 @@
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 from fairseq import modules, utils
@@ -24,6 +24,7 @@ from .diagnostics import ContextSimilarityConfig, ContextSimilarityLogger, last_
 from .distributed import complete_negatives
 from .errors import OptionError
 from .loss import global_bias, info_nce
+from .totals import tc_scale
 
 logger = logging.getLogger(__name__)
 
@@ -149,11 +150,29 @@ class TacoConfig(ContextSimilarityConfig):
         "as the official code: token + position embedding, LayerNorm, embedding dropout), the "
         "token-embedding row of the input token (token: at masked positions mostly the <mask> "
         "row) or of the original token before masking (original-token, the paper's wording)"})
+    tc_key_gradients: bool = field(default=False, metadata={
+        "help": "positives and negatives carry gradient (without it they are detached, a "
+        "stop-gradient, as in the official code); not with --tc-cross-worker-negatives"})
     tc_detach_keys: bool = field(default=True, metadata={
-        "help": "positives and negatives carry no gradient (stop-gradient, as the official "
-        "code). True by default; fairseq's command line turns the flag --tc-detach-keys into "
-        "'false'"})
+        "help": "deprecated, removed in the next release: use --tc-key-gradients (the flag "
+        "--tc-detach-keys sets this false, which means --tc-key-gradients)"})
     tpu: bool = II("common.tpu")
+
+
+#: The deprecated spelling of ``tc_key_gradients``, its negation (default true; its flag
+#: ``--tc-detach-keys`` set it false): it still works, with a warning, until the next release.
+DEPRECATED_DETACH_KEYS = "tc_detach_keys"
+
+
+def keys_carry_gradient(tc_key_gradients: Optional[bool],
+                        tc_detach_keys: Optional[bool]) -> Optional[bool]:
+    """Whether the positives and negatives carry gradient, given the values of
+    ``tc_key_gradients`` and of its deprecated negation ``tc_detach_keys`` (as a config or a
+    checkpoint holds them; either one asks for it): None when both are None (a checkpoint that
+    records neither)."""
+    if tc_key_gradients is None and tc_detach_keys is None:
+        return None
+    return bool(tc_key_gradients) or tc_detach_keys is False
 
 
 class TacoLosses(NamedTuple):
@@ -172,27 +191,17 @@ class TacoLosses(NamedTuple):
 
 
 #: τ outside it makes the TC loss degenerate: 1/τ, the largest score cos/τ, must lie in
-#: [2, 100] (:func:`check_temperature`).
+#: [2, 100] (:func:`check_temperature`; the paper's τ = 0.07 gives 1/τ ≈ 14).
 TEMPERATURE_RANGE = (0.01, 0.5)
 
 
 def check_temperature(temperature: float, num_negatives: int) -> None:
     """Check ``--tc-temperature`` τ; warn (once: the criterion is built once) outside
-    :data:`TEMPERATURE_RANGE`, where the TC loss is degenerate.
-
-    The scores are ``cos/τ`` in [−1/τ, 1/τ], and an anchor's loss (:func:`.loss.info_nce`) is
-    ``L = log(1 + Σ_k exp(s_k − s_pos))`` nats over K negatives:
-
-    * 1/τ < 2 (τ > 0.5): even perfectly aligned vectors (positive cosine 1, every negative −1)
-      leave ``L ≥ log(1 + K·exp(−2/τ))``: at 1/τ = 2 and K = 50, 0.94 bits, the positive's
-      probability at most 0.52; as 1/τ → 0, L tends to the chance level log(K + 1) whatever
-      the vectors, and its gradient through each cosine, (p − y)/τ, to 0: TC is in effect off.
-    * 1/τ > 100 (τ < 0.01): a misranked anchor costs about (cos_neg − cos_pos)/τ nats, e.g. 50
-      for a cosine gap of 0.5, with a gradient of 1/τ per cosine, which swamps the MLM loss
-      (a few nats per token); CLIP (Radford et al., 2021, §2.5) caps its learned 1/τ at 100
-      to keep training stable.
-
-    The paper's τ = 0.07 gives 1/τ ≈ 14.
+    :data:`TEMPERATURE_RANGE`. The scores are cos/τ in [−1/τ, 1/τ]; an anchor's loss, with K =
+    ``num_negatives``, lies between log2(1 + K·exp(−2/τ)) bits (perfectly aligned vectors) and
+    chance, log2(K + 1) bits: above the range it cannot move from chance (TC is in effect off);
+    below it a misranked anchor costs up to 2/τ nats, with a gradient of order 1/τ that swamps
+    the MLM loss (CLIP, Radford et al. 2021, caps its learned 1/τ at 100).
 
     Raises:
         OptionError: τ not > 0 (also NaN).
@@ -201,25 +210,23 @@ def check_temperature(temperature: float, num_negatives: int) -> None:
         raise OptionError(f"--tc-temperature (τ) must be > 0 (0.07 in the paper), got "
                           f"{temperature}")
     low, high = TEMPERATURE_RANGE
+    advice = f"Use a τ in [{low:g}, {high:g}] (0.07 in the paper)"
     if temperature > high:
         chance = math.log2(num_negatives + 1)
         # chance − floor = log2((K + 1) / (1 + K·exp(−2/τ))), without cancellation at large τ
         width = -math.log1p(num_negatives * math.expm1(-2 / temperature)
                             / (num_negatives + 1)) / math.log(2)
-        # enough decimals (3 to 15) that the two bounds read apart
-        digits = 3 if width <= 0 else min(15, max(3, 1 - math.floor(math.log10(width))))
         logger.warning(
             f"--tc-temperature {temperature:g}: above {high:g}, the scores cos/τ lie within "
-            f"±{1 / temperature:.3g}, so the TC loss stays between {chance - width:.{digits}f} "
-            f"bits (perfectly aligned vectors) and {chance:.{digits}f} bits (chance, "
-            f"log2(K+1)), a range of {width:.3g} bits, and its gradient is at most 1/τ: TC is "
-            f"in effect off. Use a τ in [{low:g}, {high:g}] (0.07 in the paper)")
+            f"±{1 / temperature:.3g}, so the TC loss stays between {chance - width:.6f} bits "
+            f"(perfectly aligned vectors) and {chance:.6f} bits (chance, log2(K+1)), a range "
+            f"of {width:.3g} bits, and its gradient is at most 1/τ: TC is in effect off. "
+            f"{advice}")
     elif temperature < low:
         logger.warning(
             f"--tc-temperature {temperature:g}: below {low:g}, the scores cos/τ reach "
             f"±{1 / temperature:.3g}, so a misranked anchor costs up to {2 / temperature:.3g} "
-            "nats with a gradient of order 1/τ, which swamps the MLM loss. Use a τ in "
-            f"[{low:g}, {high:g}] (0.07 in the paper)")
+            f"nats with a gradient of order 1/τ, which swamps the MLM loss. {advice}")
 
 
 @register_criterion("taco", dataclass=TacoConfig)
@@ -229,7 +236,7 @@ class TacoLoss(MlmLoss):
     An update minimizes mean MLM loss over its M masked tokens + λ · mean InfoNCE over its A
     anchors (the official code's mean). fairseq divides by the summed sample size (masked
     tokens), so a batch returns ``Σ CE + λ · Σ InfoNCE · max(M, 1) / max(A, 1)``, M and A over
-    the whole update and all workers (in a training step, from ``train_step``:
+    the whole update and all workers (:mod:`taco_fairseq.totals`: in a training step
     ``TacoBatch.all_worker_totals``; otherwise the batch's own).
 
     Logged: ``mlm``'s metrics, ``loss`` = mlm_loss + λ · tc_loss (bits), ``tc_loss`` (bits per
@@ -248,26 +255,28 @@ class TacoLoss(MlmLoss):
                 f"--criterion taco needs --task taco_masked_lm (it draws the TC positions), got "
                 f"--task {getattr(task_cfg, '_name', type(task).__name__)}")
         check_temperature(cfg.tc_temperature, task_cfg.tc_negatives)
-        if task_cfg.tc_cross_worker_negatives and not cfg.tc_detach_keys:
+        if not cfg.tc_detach_keys:
+            logger.warning(
+                "--tc-detach-keys (criterion.tc_detach_keys: false) is deprecated and will be "
+                "removed in the next release: use --tc-key-gradients (criterion."
+                "tc_key_gradients: true), which means the same")
+        self.tc_key_gradients = keys_carry_gradient(cfg.tc_key_gradients, cfg.tc_detach_keys)
+        if task_cfg.tc_cross_worker_negatives and self.tc_key_gradients:
             raise OptionError(
-                "--tc-cross-worker-negatives needs tc_detach_keys true (the default; drop "
-                "--tc-detach-keys): the keys gathered from other workers carry no gradient")
+                "--tc-cross-worker-negatives needs the positives and negatives detached: the "
+                "keys gathered from other workers carry no gradient. Leave out "
+                "--tc-key-gradients (or the deprecated --tc-detach-keys), or "
+                "--tc-cross-worker-negatives")
         self.tc_weight = cfg.tc_weight
         self.tc_temperature = cfg.tc_temperature
         self.tc_embedding = cfg.tc_embedding
-        self.tc_detach_keys = cfg.tc_detach_keys
 
     def forward(self, model, sample, reduce=True):
         """``(loss, sample_size, logging_output)`` as fairseq's criteria (see the class doc)."""
         losses = self.compute_losses(model, sample)
-        taco = sample["taco"]
-        if taco.training:
-            totals = taco.all_worker_totals
-        else:
-            totals = torch.tensor([float(losses.sample_size), float(losses.num_anchors)])
-        masked_total, anchor_total = totals.to(losses.tc_loss.device, torch.float32).unbind()
-        tc_scale = masked_total.clamp(min=1) / anchor_total.clamp(min=1)
-        loss = losses.mlm_loss + (self.tc_weight * tc_scale) * losses.tc_loss
+        scale = tc_scale(sample["taco"].all_worker_totals, losses.sample_size,
+                         losses.num_anchors, losses.tc_loss.device)
+        loss = losses.mlm_loss + (self.tc_weight * scale) * losses.tc_loss
         logging_output = {
             **losses.logging_output,
             "loss": loss if self.tpu else loss.data,
@@ -314,7 +323,7 @@ class TacoLoss(MlmLoss):
             if len(anchor) == 0:
                 return no_tc
             tc = info_nce(vectors, anchor, positive, negative, self.tc_temperature,
-                          self.tc_detach_keys)
+                          detach_keys=not self.tc_key_gradients)
         return no_tc._replace(tc_loss=tc.loss.sum(), tc_correct=tc.correct.sum(),
                               num_anchors=len(anchor))
 

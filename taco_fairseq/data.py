@@ -1,18 +1,17 @@
-"""The data side of ``taco_masked_lm``: TC positions drawn at collate time, and each update's
-masked-token and anchor totals (:class:`UpdateTotals`), read ahead and attached to its batches
-because the criterion needs them before the update's first backward pass.
-"""
+"""The data side of ``taco_masked_lm``: TC positions drawn at collate time. (Each update's
+totals are read ahead of its batches by :mod:`taco_fairseq.totals`.)"""
 
-import itertools
-from dataclasses import dataclass
-from typing import Iterable, List
+import logging
+from typing import Iterable
 
 import numpy as np
 import torch
-from fairseq.data import BaseWrapperDataset, iterators
+from fairseq.data import BaseWrapperDataset
 
 from .batch import CrossWorkerTacoBatch, TacoBatch
 from .sampling import CrossWorkerPositions, SamplingOptions, sample_positions
+
+logger = logging.getLogger(__name__)
 
 TC_POSITIONS = ("all", "masked", "unmasked")
 
@@ -22,7 +21,8 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
     ``[batch, seq_len]``); its collater adds ``batch["taco"]``, a
     :class:`~taco_fairseq.batch.TacoBatch` (``CrossWorkerTacoBatch`` for cross-worker
     positions), drawn given (seed, epoch, example ids) like fairseq's masking, so a resumed run
-    draws alike.
+    draws alike. Anchors with fewer candidate negatives than ``--tc-negatives`` (drawn with
+    replacement: repeats) are warned about, once per process.
 
     Args:
         pad_idx, excluded_tokens: ids that are never anchors, positives or negatives (padding;
@@ -47,6 +47,7 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
         self.sampling = sampling
         self.seed = seed
         self.epoch = 0
+        self._warned_few_negatives = False
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):
@@ -74,95 +75,23 @@ class ContrastiveSamplingDataset(BaseWrapperDataset):
             batch["taco"] = CrossWorkerTacoBatch(**tensors)
             return batch
         row_length = candidate.sum(axis=1)
-        available = row_length.sum() - row_length[sampled.anchor // candidate.shape[1]]
-        batch["taco"] = TacoBatch(**tensors, skipped=bool((row_length > 0).sum() < 2),
-                                  available_negatives=int(available.min()) if len(available) else 0)
+        batch["taco"] = TacoBatch(**tensors, skipped=bool((row_length > 0).sum() < 2))
+        if not self._warned_few_negatives:
+            self._warn_if_few_negatives(row_length, sampled.anchor // candidate.shape[1])
         return batch
 
-
-@dataclass(frozen=True)
-class UpdateTotals:
-    """This worker's part of one update, which :class:`UpdateTotalsIterator` attaches to each of
-    the update's batches as ``batch["update_totals"]`` (``task.train_step`` sums it over the
-    workers, once per update, for the criterion).
-
-    Attributes:
-        masked_tokens, anchors: the masked tokens (``target`` not padding) and TC anchors of the
-            update's batches on this worker (fairseq's padding batches count 0).
-        index: the batch's place in the update; 0 opens it.
-        batches: the update's batches on this worker, padding batches included
-            (``--update-freq``; fewer in an epoch's last update).
-    """
-
-    masked_tokens: int
-    anchors: int
-    index: int
-    batches: int
-
-
-class UpdateTotalsIterator:
-    """Iterate over ``batches`` (a fairseq ``CountingIterator``), reading the ``update_freq``
-    consecutive batches of each update ahead (the groups of fairseq's ``GroupedIterator``), and
-    yield each as a new dict with ``update_totals``: its :class:`UpdateTotals`. fairseq's empty
-    placeholder batches (an exhausted shard) are yielded as they are."""
-
-    def __init__(self, batches: iterators.CountingIterator, update_freq: int, pad_idx: int):
-        self._batches = batches
-        self._update_freq = update_freq
-        self._pad_idx = pad_idx
-        self._ready: List[dict] = []
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if not self._ready:
-            group = list(itertools.islice(self._batches, self._update_freq))
-            if not group:
-                raise StopIteration
-            real = [batch for batch in group if len(batch) > 0]
-            masked = sum(int(batch["target"].ne(self._pad_idx).sum()) for batch in real)
-            anchors = sum(len(batch["taco"].anchor) for batch in real)
-            self._ready = [
-                {**batch, "update_totals": UpdateTotals(masked, anchors, index, len(group))}
-                if len(batch) > 0 else batch for index, batch in enumerate(group)]
-        return self._ready.pop(0)
-
-    def take(self, n: int):
-        """Truncate to ``n`` more batches (``CountingIterator.take`` passes a relative count)."""
-        self._batches.take(self._batches.n - len(self._ready) + n)
-
-
-class UpdateTotalsEpochIterator:
-    """Wraps a fairseq ``EpochBatchIterator`` so that its batches carry their
-    :class:`UpdateTotals` (:class:`UpdateTotalsIterator`; epoch e uses entry e-1 of the
-    ``--update-freq`` list, the last beyond its length, as fairseq's ``train.py``; ``pad_idx``
-    marks the targets of unmasked tokens). The rest is delegated, so the checkpoint state is
-    the wrapped one's: mid-epoch checkpoints fall on update boundaries, where both have read as
-    far."""
-
-    def __init__(self, epoch_itr, update_freq: List[int], pad_idx: int):
-        self._epoch_itr = epoch_itr
-        self._update_freq = list(update_freq)
-        self._pad_idx = pad_idx
-
-    def __getattr__(self, name):
-        return getattr(self._epoch_itr, name)
-
-    def __len__(self):
-        return len(self._epoch_itr)
-
-    def next_epoch_itr(self, *args, **kwargs):
-        """The wrapped iterator's ``next_epoch_itr`` (same arguments: ``shuffle``,
-        ``fix_batches_to_gpus``, ...), its batches read by an :class:`UpdateTotalsIterator`
-        with this epoch's ``--update-freq``.
-
-        Returns:
-            a fairseq ``CountingIterator`` that starts where the wrapped one does (``n``, also
-            mid-epoch after a resume) and has its ``total``.
-        """
-        itr = self._epoch_itr.next_epoch_itr(*args, **kwargs)
-        epoch = self._epoch_itr.epoch
-        update_freq = self._update_freq[min(epoch, len(self._update_freq)) - 1]
-        return iterators.CountingIterator(
-            UpdateTotalsIterator(itr, update_freq, self._pad_idx), start=itr.n, total=itr.total)
+    def _warn_if_few_negatives(self, row_length: np.ndarray, anchor_row: np.ndarray) -> None:
+        """Warn when an anchor draws its K negatives from fewer candidates, those of the rows
+        other than its own (``row_length``: ``[batch]`` candidates per row; ``anchor_row``:
+        ``[anchors]`` each anchor's row); batches without negatives (``skipped``) are not
+        warned about. Once per dataset and process: a data-loading worker process
+        (``--num-workers`` >= 1, new each epoch) warns once of its own."""
+        if len(anchor_row) == 0:
+            return
+        available = int((row_length.sum() - row_length[anchor_row]).min())
+        if 0 < available < self.sampling.num_negatives:
+            logger.warning(
+                f"--tc-negatives {self.sampling.num_negatives} exceeds the {available} tokens "
+                "of the other sequences of a batch: such anchors draw repeated negatives "
+                "(sampling is with replacement). Lower --tc-negatives or use larger batches")
+            self._warned_few_negatives = True

@@ -17,6 +17,7 @@ from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
 from omegaconf import DictConfig, open_dict
 
+from .criterion import DEPRECATED_DETACH_KEYS, keys_carry_gradient
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 from .metadata import (DICTIONARY_KEY, SENTENCEPIECE_KEY, canonical_weights, check_dictionary,
                        load_lazily, saved_option, warn_once)
@@ -35,8 +36,9 @@ OBJECTIVE_PREFIXES: Dict[str, Tuple[str, ...]] = {
 #: The option that allows a resume with another objective (a task option).
 ALLOW_CHANGED_OBJECTIVE = "tc_allow_changed_objective"
 #: Options of the task and criteria that do not change the objective: the opt-in above and
-#: the online diagnostics (logged only).
-NOT_OBJECTIVE_OPTIONS = (ALLOW_CHANGED_OBJECTIVE, "no_context_similarity")
+#: the online diagnostics (logged only); and the deprecated ``tc_detach_keys``, compared as
+#: part of ``tc_key_gradients`` (:func:`~taco_fairseq.criterion.keys_carry_gradient`).
+NOT_OBJECTIVE_OPTIONS = (ALLOW_CHANGED_OBJECTIVE, "no_context_similarity", DEPRECATED_DETACH_KEYS)
 
 logger = logging.getLogger(__name__)
 
@@ -147,13 +149,19 @@ def changed_objective_options(state: dict, task_cfg, criterion_cfg) -> List[Tupl
     """``(option, value in the checkpoint, value here)`` for each option of
     :func:`objective_options` that the checkpoint ``state`` records with another value than ``task_cfg`` or
     ``criterion_cfg`` hold; options a checkpoint does not record (older versions) are
-    skipped. ``option`` is spelled as on the command line (``--tc-negatives``)."""
+    skipped. ``option`` is spelled as on the command line (``--tc-negatives``);
+    ``tc_key_gradients`` is compared with its deprecated negation ``tc_detach_keys`` folded in.
+    """
     changed = []
     for group, current in (("task", task_cfg), ("criterion", criterion_cfg)):
         for name in objective_options(group, current):
             key = name if name != "_name" or state.get("args") is None else group
             saved = saved_option(state, group, key)
             here = getattr(current, name, None)
+            if name == "tc_key_gradients":  # until tc_detach_keys is removed
+                saved = keys_carry_gradient(saved, saved_option(state, group,
+                                                                DEPRECATED_DETACH_KEYS))
+                here = keys_carry_gradient(here, getattr(current, DEPRECATED_DETACH_KEYS, None))
             if saved is None or here is None:
                 continue
             saved, here = getattr(saved, "value", saved), getattr(here, "value", here)

@@ -6,13 +6,10 @@ import functools
 import itertools
 import logging
 import os
-import re
-import traceback
 from dataclasses import dataclass, field
 from typing import List, Optional
 
 import numpy as np
-import torch
 from fairseq import utils
 from fairseq.data import indexed_dataset
 from fairseq.dataclass import ChoiceEnum
@@ -23,11 +20,11 @@ from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from omegaconf import II
 
 from .batch import CrossWorkerTacoBatch
-from .data import (TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals,
-                   UpdateTotalsEpochIterator)
+from .data import TC_POSITIONS, ContrastiveSamplingDataset
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 from .metadata import SENTENCEPIECE_MODEL
 from .sampling import SamplingOptions
+from .totals import AllWorkerTotals, UpdateTotalsEpochIterator
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +43,7 @@ class TacoMaskedLMConfig(MaskedLMConfig):
         "help": "never use <s> and </s> as anchors, positives or negatives"})
     tc_cross_worker_negatives: bool = field(default=False, metadata={
         "help": "draw each anchor's negatives from the sequences of all data-parallel workers "
-        "(all-gather of detached keys; needs tc_detach_keys true), as if one worker held the "
+        "(all-gather of detached keys: not with --tc-key-gradients), as if one worker held the "
         "whole batch, instead of from its own worker's batch"})
     tc_allow_changed_objective: bool = field(default=False, metadata={
         "help": "resume from a checkpoint trained with other values of the options that "
@@ -59,8 +56,8 @@ class TacoMaskedLMConfig(MaskedLMConfig):
 
 def sampling_options(cfg) -> SamplingOptions:
     """The TC sampling options of the task's config ``cfg``, checked, as the one record the
-    loader hands to the sampler; warn where the TC loss gets (almost) no data. (fairseq checks
-    its masking options when the data is loaded: :func:`masking_option_error`.)
+    loader hands to the sampler; warn where the TC loss gets (almost) no data. (The masking
+    options: :func:`check_masking_options`.)
 
     Raises:
         OptionError: naming the option, its value and what is allowed.
@@ -85,19 +82,31 @@ def sampling_options(cfg) -> SamplingOptions:
                            cross_worker=cfg.tc_cross_worker_negatives)
 
 
-def masking_option_error(error: AssertionError, cfg) -> Optional[OptionError]:
-    """The one-line error for a failed assertion of fairseq's ``MaskTokensDataset``, which
-    checks the masking options (``--mask-prob`` …) when the data is loaded and fails with a
-    bare ``AssertionError``: the options its condition names, their values and the condition,
-    read from fairseq's source. None for any other assertion."""
-    frame = traceback.extract_tb(error.__traceback__)[-1]
-    if frame.name != "__init__" or not frame.filename.endswith(
-            os.path.join("fairseq", "data", "mask_tokens_dataset.py")):
-        return None
-    condition = (frame.line or "").removeprefix("assert").strip() or "valid masking options"
-    names = [name for name in re.findall(r"[a-z_]+", condition) if hasattr(cfg, name)]
-    given = ", ".join(f"--{name.replace('_', '-')} {getattr(cfg, name)}" for name in names)
-    return OptionError(f"{given or 'masking options'}: fairseq's masked LM needs {condition}")
+def check_masking_options(cfg) -> None:
+    """Check fairseq's masking options (``--mask-prob`` …) in the task's config ``cfg`` as
+    fairseq's ``MaskTokensDataset`` does (it asserts each condition below, without a message,
+    when the data is loaded); also NaN fails. ``0 < --mask-prob < 1`` also keeps
+    ``--tc-positions masked`` (``unmasked``) from going without anchors.
+
+    Raises:
+        OptionError: naming the options of the first condition that fails, their values and
+            the condition.
+    """
+    random, unmasked = cfg.random_token_prob, cfg.leave_unmasked_prob
+    conditions = (  # (holds, fairseq's condition, the options it reads), in fairseq's order
+        (0.0 < cfg.mask_prob < 1.0, "0.0 < mask_prob < 1.0", ("mask_prob",)),
+        (0.0 <= random <= 1.0, "0.0 <= random_token_prob <= 1.0", ("random_token_prob",)),
+        (0.0 <= unmasked <= 1.0, "0.0 <= leave_unmasked_prob <= 1.0", ("leave_unmasked_prob",)),
+        (random + unmasked <= 1.0, "random_token_prob + leave_unmasked_prob <= 1.0",
+         ("random_token_prob", "leave_unmasked_prob")),
+        (cfg.mask_multiple_length >= 1, "mask_multiple_length >= 1", ("mask_multiple_length",)),
+        (cfg.mask_stdev >= 0.0, "mask_stdev >= 0.0", ("mask_stdev",)),
+    )
+    for holds, condition, names in conditions:
+        if not holds:
+            given = ", ".join(f"--{name.replace('_', '-')} {getattr(cfg, name)}"
+                              for name in names)
+            raise OptionError(f"{given}: fairseq's masked LM needs {condition}")
 
 
 def check_token_ids(split_path: str, dictionary, combine: bool) -> None:
@@ -169,12 +178,18 @@ class TacoMaskedLMTask(MaskedLMTask):
     cfg: TacoMaskedLMConfig
 
     def __init__(self, cfg: TacoMaskedLMConfig, dictionary=None):
+        """Check the options, before any data is loaded.
+
+        Raises:
+            OptionError: from :func:`sampling_options` and :func:`check_masking_options`.
+            InputNotFoundError: ``--mask-whole-words`` without the data-bin's SentencePiece
+                model (:attr:`args`).
+        """
         sampling = sampling_options(cfg)
+        check_masking_options(cfg)
         super().__init__(cfg, dictionary)
         self.sampling = sampling
-        self._open_totals = None  # [2]: the open update's totals over all workers
-        self._calls_left = 0  # batches of the open update still to come on this worker
-        self._warned_few_negatives = False
+        self._totals = AllWorkerTotals()
         self.sentencepiece_model = os.path.join(utils.split_paths(cfg.data)[0],
                                                 SENTENCEPIECE_MODEL)
         if cfg.mask_whole_words:
@@ -222,20 +237,13 @@ class TacoMaskedLMTask(MaskedLMTask):
         ``torch.multiprocessing.spawn``, ``torchrun``).
 
         Raises:
-            OptionError: token ids beyond ``dict.txt`` (:func:`check_token_ids`), or a masking
-                option fairseq's masking refuses (:func:`masking_option_error`).
+            OptionError: token ids beyond ``dict.txt`` (:func:`check_token_ids`).
         """
         if distributed_utils.get_global_rank() == 0:
             paths = utils.split_paths(self.cfg.data)
             check_token_ids(os.path.join(paths[(epoch - 1) % len(paths)], split),
                             self.dictionary, combine)
-        try:
-            super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
-        except AssertionError as error:
-            option_error = masking_option_error(error, self.cfg)
-            if option_error is None:
-                raise
-            raise option_error from error
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         special = (self.dictionary.bos(), self.dictionary.eos())
         self.datasets[split] = ContrastiveSamplingDataset(
             self.datasets[split], pad_idx=self.dictionary.pad(),
@@ -256,12 +264,12 @@ class TacoMaskedLMTask(MaskedLMTask):
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         """fairseq's epoch iterator over ``dataset`` (same arguments), wrapped so that each
-        batch carries its update's totals (:class:`~taco_fairseq.data.UpdateTotalsEpochIterator`,
+        batch carries its update's totals (:class:`~taco_fairseq.totals.UpdateTotalsEpochIterator`,
         grouping ``--update-freq`` batches per update as fairseq's ``train.py`` does), which
         :meth:`train_step` needs.
 
         Returns:
-            an :class:`~taco_fairseq.data.UpdateTotalsEpochIterator`; the checkpoint state is
+            an :class:`~taco_fairseq.totals.UpdateTotalsEpochIterator`; the checkpoint state is
             the wrapped iterator's.
         """
         epoch_itr = super().get_batch_iterator(dataset, *args, **kwargs)
@@ -270,63 +278,16 @@ class TacoMaskedLMTask(MaskedLMTask):
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """Train on a copy of ``sample`` whose positions are those of a training step:
         ``training``, the update's totals summed over all data-parallel workers
-        (:meth:`_all_worker_totals`) and, for a cross-worker batch, ``dummy`` (fairseq's padding
-        batch: ``ignore_grad``).
+        (:meth:`taco_fairseq.totals.AllWorkerTotals.of_step`) and, for a cross-worker batch,
+        ``dummy`` (fairseq's padding batch: ``ignore_grad``).
 
         Raises:
-            KeyError: a batch that is not fairseq's padding batch lacks ``update_totals`` (it
-                did not come from :meth:`get_batch_iterator`).
+            KeyError, RuntimeError: from :meth:`~taco_fairseq.totals.AllWorkerTotals.of_step`
+                (a batch that did not come from :meth:`get_batch_iterator`, or out of order).
         """
         taco = sample["taco"]
-        totals = self._all_worker_totals(None if ignore_grad else sample["update_totals"],
-                                         next(model.parameters()).device)
-        cross_worker = isinstance(taco, CrossWorkerTacoBatch)
-        dummy = {"dummy": bool(ignore_grad)} if cross_worker else {}
+        totals = self._totals.of_step(sample, ignore_grad, next(model.parameters()).device)
+        dummy = {"dummy": bool(ignore_grad)} if isinstance(taco, CrossWorkerTacoBatch) else {}
         step = {**sample, "taco": dataclasses.replace(taco, training=True,
                                                       all_worker_totals=totals, **dummy)}
-        if (not cross_worker and 0 < taco.available_negatives < self.cfg.tc_negatives
-                and not self._warned_few_negatives):
-            logger.warning(
-                f"--tc-negatives {self.cfg.tc_negatives} exceeds the {taco.available_negatives} "
-                "tokens of the other sequences of a batch: such anchors draw repeated negatives "
-                "(sampling is with replacement). Lower --tc-negatives or use larger batches. "
-                "(Shown once.)")
-            self._warned_few_negatives = True
         return super().train_step(step, model, criterion, optimizer, update_num, ignore_grad)
-
-    def _all_worker_totals(self, own: Optional[UpdateTotals], device) -> torch.Tensor:
-        """``[2]`` float64 on ``device``: the masked tokens and anchors of the update being
-        trained, summed over all workers by one all-reduce when the update opens, for its
-        batches on this worker: ``own`` (its :class:`~taco_fairseq.data.UpdateTotals`), or None
-        for fairseq's padding batch, which counts 0.
-
-        An update opens at the batch of ``own.index`` 0, or at a padding batch that comes after
-        the open update's last batch: fairseq pads a worker's shard with at most one empty
-        batch, at its end, so a padding batch that opens an update is alone in it. This holds
-        on every worker alike, so all all-reduce together: after an update fairseq skipped
-        (its batches are over; a retried one starts again at index 0), on a worker with only
-        padding in an update, and after resuming (checkpoints fall on update boundaries).
-
-        Raises:
-            RuntimeError: ``own`` is a batch after the first of an update (``index`` > 0)
-                and no update has opened yet on this task: the first batches reached
-                :meth:`train_step` out of order, not from an update's first one.
-        """
-        if own is not None:
-            opens = own.index == 0
-        else:
-            opens = self._calls_left == 0
-        if opens:
-            local = (own.masked_tokens, own.anchors) if own is not None else (0, 0)
-            totals = torch.tensor(local, dtype=torch.float64, device=device)
-            if distributed_utils.get_data_parallel_world_size() > 1:
-                totals = distributed_utils.all_reduce(
-                    totals, group=distributed_utils.get_data_parallel_group())
-            self._open_totals = totals
-            self._calls_left = own.batches - 1 if own is not None else 0
-        elif self._open_totals is None:
-            raise RuntimeError(f"batch {own.index} of an update came first: train_step needs "
-                               "an update's batches in order, from its first one")
-        else:
-            self._calls_left = max(self._calls_left - 1, 0)
-        return self._open_totals

@@ -25,7 +25,7 @@ DDP_VARIANTS = {
     "positions-unmasked": ("--tc-positions", "unmasked"),
     "embedding-token": ("--tc-embedding", "token"),
     "embedding-original-token": ("--tc-embedding", "original-token"),
-    "keys-with-gradient": ("--tc-detach-keys",),
+    "keys-with-gradient": ("--tc-key-gradients",),
     "weight-0": ("--tc-weight", "0"),
     "cross-worker-negatives": ("--tc-cross-worker-negatives",),
     "untied-embeddings": ("--untie-weights-roberta",),

@@ -15,12 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batches import FixedBatch, masked_lm_batches
-from conftest import first_batch, fairseq_setup
+from conftest import USER_DIR, first_batch, fairseq_setup
 from taco_fairseq.criterion import TC_EMBEDDINGS, check_temperature
-from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals
+from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset
 from taco_fairseq.diagnostics import last_layer_states
 from taco_fairseq.loss import global_bias
 from taco_fairseq.sampling import SamplingOptions
+from taco_fairseq.totals import UpdateTotals
 
 NO_DROPOUT = ("--dropout", "0", "--attention-dropout", "0")
 
@@ -135,23 +136,60 @@ def test_a_huge_temperature_pins_the_tc_loss_at_chance(synthetic_databin):
                                rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize("temperature, negatives", [(1e5, 50), (1e3, 5), (0.6, 50), (2.0, 1)])
-def test_the_temperature_warning_prints_bounds_that_read_apart(caplog, temperature, negatives):
-    """The bounds the warning prints, log2(1 + K·exp(−2/τ)) and log2(K + 1), differ as printed
-    (also at τ = 1e5, where 3 decimals would show 5.672 bits twice), and each is the exact value
-    rounded to the decimals shown."""
+@pytest.mark.parametrize("temperature, negatives",
+                         [(1e5, 50), (1e3, 5), (0.6, 50), (2.0, 1), (1e9, 50)])
+def test_the_temperature_warning_prints_the_loss_bounds_and_their_range(caplog, temperature,
+                                                                        negatives):
+    """The bounds log2(1 + K·exp(−2/τ)) and log2(K + 1), each the exact value rounded to 6
+    decimals, and their distance to 3 significant digits: it tells them apart where 6
+    decimals do not (τ = 1e9)."""
     with caplog.at_level(logging.WARNING):
         check_temperature(temperature, negatives)
-    found = re.search(r"stays between (\d+\.(\d+)) bits \(perfectly aligned vectors\) and "
-                      r"(\d+\.\d+) bits \(chance, log2\(K\+1\)\), a range of (\S+) bits",
+    found = re.search(r"stays between (\d+\.\d{6}) bits \(perfectly aligned vectors\) and "
+                      r"(\d+\.\d{6}) bits \(chance, log2\(K\+1\)\), a range of (\S+) bits",
                       caplog.text)
     assert found, caplog.text
-    floor, decimals, chance, width = (found[1], len(found[2]), found[3], float(found[4]))
-    assert floor != chance and float(floor) < float(chance)
+    floor, chance, width = found[1], found[2], float(found[3])
     exact_floor = math.log2(1 + negatives * math.exp(-2 / temperature))
-    assert floor == f"{exact_floor:.{decimals}f}"
-    assert chance == f"{math.log2(negatives + 1):.{decimals}f}"
-    assert width == pytest.approx(math.log2(negatives + 1) - exact_floor, rel=1e-2)
+    assert floor == f"{exact_floor:.6f}"
+    assert chance == f"{math.log2(negatives + 1):.6f}"
+    assert width > 0 and width == pytest.approx(math.log2(negatives + 1) - exact_floor, rel=1e-2)
+
+
+def test_key_gradients_and_their_deprecated_spelling_train_alike(synthetic_databin, caplog):
+    """--tc-key-gradients lets the positives and negatives carry gradient; the deprecated
+    --tc-detach-keys (tc_detach_keys false) means the same, with a warning naming the new
+    option; without either they are detached. The flags as fairseq's command line parses them,
+    the losses and gradients of one batch with the same model."""
+    from fairseq import options
+    from omegaconf import OmegaConf
+
+    for flag, key_gradients, detach_keys in (("--tc-key-gradients", True, True),
+                                             ("--tc-detach-keys", False, False)):
+        args = options.parse_args_and_arch(options.get_training_parser(), [
+            str(synthetic_databin), "--user-dir", USER_DIR, "--task", "taco_masked_lm",
+            "--criterion", "taco", "--arch", "roberta_tiny", flag])
+        assert (args.tc_key_gradients, args.tc_detach_keys) == (key_gradients, detach_keys)
+    cfg, task, model, _ = fairseq_setup(synthetic_databin, *NO_DROPOUT)
+    batch = first_batch(task)
+    runs = []  # (tc_key_gradients, loss, gradients): detached, new spelling, old spelling
+    with caplog.at_level(logging.WARNING):
+        for settings in ({}, {"tc_key_gradients": True}, {"tc_detach_keys": False}):
+            assert "deprecated" not in caplog.text  # until the old spelling
+            criterion = task.build_criterion(OmegaConf.merge(cfg.criterion, settings))
+            model.zero_grad()
+            loss, _, _ = criterion(model, batch)
+            loss.backward()
+            runs.append((criterion.tc_key_gradients, loss.detach(),
+                         [p.grad.clone() for p in model.parameters()]))
+    assert caplog.text.count("--tc-detach-keys (criterion.tc_detach_keys: false) is deprecated "
+                             "and will be removed in the next release: use --tc-key-gradients "
+                             "(criterion.tc_key_gradients: true)") == 1
+    key_gradients, losses, gradients = zip(*runs)
+    assert key_gradients == (False, True, True)
+    assert torch.equal(losses[1], losses[2]) and torch.equal(losses[1], losses[0])
+    assert all(torch.equal(a, b) for a, b in zip(gradients[1], gradients[2]))
+    assert not all(torch.equal(a, b) for a, b in zip(gradients[1], gradients[0]))
 
 
 def test_single_sequence_batch_skips_tc(synthetic_databin):

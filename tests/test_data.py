@@ -3,6 +3,7 @@
 batch carries."""
 
 import types
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -16,10 +17,11 @@ from hypothesis import strategies as st
 from batches import FixedBatch, masked_lm_batches
 from conftest import fairseq_setup
 from distributed_worker import Backward
+from taco_fairseq import data
 from taco_fairseq.batch import CrossWorkerTacoBatch, TacoBatch
-from taco_fairseq.data import (TC_POSITIONS, ContrastiveSamplingDataset, UpdateTotals,
-                               UpdateTotalsIterator)
+from taco_fairseq.data import TC_POSITIONS, ContrastiveSamplingDataset
 from taco_fairseq.sampling import SamplingOptions
+from taco_fairseq.totals import UpdateTotals, UpdateTotalsIterator
 
 
 def _batch(masked, anchors, pad=1):
@@ -178,7 +180,8 @@ def test_collated_positions_hold_the_sampler_invariants(
         FixedBatch(batch), pad_idx=1, excluded_tokens=(0, 2) if exclude_special else (),
         positions=positions, sampling=SamplingOptions(window, k, cross_worker), seed=1,
     )
-    taco = dataset.collater([])["taco"]
+    with mock.patch.object(data.logger, "warning") as warning:
+        taco = dataset.collater([])["taco"]
     assert isinstance(taco, CrossWorkerTacoBatch if cross_worker else TacoBatch)
     assert not taco.training and taco.all_worker_totals is None  # train_step's copy has them
     expected, candidate = _expected_anchors(batch, positions, exclude_special, cross_worker)
@@ -194,19 +197,23 @@ def test_collated_positions_hold_the_sampler_invariants(
         assert np.array_equal(taco.anchor_row_length.numpy(), per_row[anchor // seq_len])
         uniform = taco.negative_uniform.numpy()
         assert uniform.shape == (len(anchor), k) and np.all((uniform >= 0) & (uniform < 1))
-        assert not taco.dummy
+        assert not taco.dummy and not warning.called
     else:
         negative = taco.negative.numpy()
         assert negative.shape == (len(anchor), k) and flat[negative].all()
         assert np.all(negative // seq_len != (anchor // seq_len)[:, None])
         assert taco.skipped == ((per_row > 0).sum() < 2)
+        # warned: an anchor draws its K negatives from fewer candidates (but some)
         available = per_row.sum() - per_row[anchor // seq_len]
-        assert taco.available_negatives == (int(available.min()) if len(anchor) else 0)
+        few = len(anchor) > 0 and 0 < available.min() < k
+        assert warning.call_count == few
+        assert not few or f"--tc-negatives {k} exceeds the {available.min()} tokens" in (
+            warning.call_args.args[0])
 
 
 def test_a_training_step_carries_the_all_worker_totals_and_only_it_does():
     positions = dict(anchor=torch.tensor([0]), positive=torch.tensor([1]),
-                     negative=torch.tensor([[2]]), skipped=False, available_negatives=1)
+                     negative=torch.tensor([[2]]), skipped=False)
     step = TacoBatch(**positions, training=True, all_worker_totals=torch.ones(2))
     assert step.training and step.to(torch.device("meta")).all_worker_totals.is_meta
     for wrong in ({"training": True}, {"all_worker_totals": torch.ones(2)}):
@@ -216,7 +223,7 @@ def test_a_training_step_carries_the_all_worker_totals_and_only_it_does():
 
 def test_positions_move_to_a_device_as_one_record():
     taco = TacoBatch(torch.tensor([0]), torch.tensor([1]), negative=torch.tensor([[2]]),
-                     skipped=False, available_negatives=1)
+                     skipped=False)
     moved = taco.to(torch.device("meta"))
     assert moved.anchor.device.type == "meta" and moved.negative.device.type == "meta"
-    assert taco.anchor.device.type == "cpu" and moved.available_negatives == 1
+    assert taco.anchor.device.type == "cpu" and not moved.skipped

@@ -215,6 +215,8 @@ def test_fairseq_train_with_one_sequence_per_worker(synthetic_databin, tmp_path)
         assert int(r["tc_anchors"]) > 0 and math.isfinite(float(r["tc_loss"]))
 
 
-def test_needs_detached_keys(synthetic_databin):
-    with pytest.raises(ValueError, match="--tc-cross-worker-negatives needs tc_detach_keys"):
-        fairseq_setup(synthetic_databin, "--tc-cross-worker-negatives", "--tc-detach-keys")
+@pytest.mark.parametrize("flag", ["--tc-key-gradients", "--tc-detach-keys"])  # new, deprecated
+def test_needs_detached_keys(synthetic_databin, flag):
+    with pytest.raises(ValueError, match="--tc-cross-worker-negatives needs the positives and "
+                       "negatives detached.*Leave out --tc-key-gradients"):
+        fairseq_setup(synthetic_databin, "--tc-cross-worker-negatives", flag)

@@ -224,6 +224,29 @@ def test_every_option_of_the_objective_is_compared():
     assert "tc_allow_changed_objective" not in objective_options("task", WithANewRule())
 
 
+@pytest.mark.parametrize("saved, here, changed", [
+    ({"tc_detach_keys": True}, {}, []),  # a checkpoint from before tc_key_gradients
+    ({"tc_detach_keys": False}, {"tc_key_gradients": True}, []),
+    ({"tc_key_gradients": True, "tc_detach_keys": True}, {"tc_detach_keys": False}, []),
+    ({}, {"tc_key_gradients": True}, []),  # a checkpoint that records neither: not compared
+    ({"tc_detach_keys": True}, {"tc_key_gradients": True},
+     [("--tc-key-gradients", False, True)]),
+    ({"tc_detach_keys": False}, {}, [("--tc-key-gradients", True, False)]),
+])
+def test_key_gradients_are_compared_whichever_spelling_set_them(saved, here, changed):
+    """tc_key_gradients and its deprecated negation tc_detach_keys are compared as one option,
+    in the checkpoint (which may record either) and in this run."""
+    from taco_fairseq.criterion import TacoConfig
+    from taco_fairseq.resume import changed_objective_options
+    from taco_fairseq.task import TacoMaskedLMConfig
+
+    task_cfg = TacoMaskedLMConfig()
+    criterion = {**dataclasses.asdict(TacoConfig()), "tc_key_gradients": None,
+                 "tc_detach_keys": None, **saved}
+    state = {"cfg": {"task": dataclasses.asdict(task_cfg), "criterion": criterion}}
+    assert changed_objective_options(state, task_cfg, TacoConfig(**here)) == changed
+
+
 def test_a_finished_run_started_again_leaves_its_checkpoints_as_they_are(trained_checkpoint,
                                                                        tiny_databin, tmp_path):
     """fairseq-train on a run that has reached --max-update stops without training and leaves

@@ -95,7 +95,7 @@ class StudyOptions:
     out: Path = field(metadata={"recorded": False})
     objectives: Sequence[str] = study_field("--objectives")
     pretrain_seeds: Sequence[int] = study_field("--pretrain-seeds")
-    settings: PretrainSettings = field()
+    settings: PretrainSettings
     glue_data: Path = study_field("--glue-data", where=True)
     tasks: Sequence[str] = study_field("--tasks")
     seeds: Sequence[int] = study_field("--seeds")

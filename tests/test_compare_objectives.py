@@ -6,6 +6,7 @@ import dataclasses
 import fcntl
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -248,6 +249,11 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
     only = run_script("compare_objectives.py", "--report-only", *command)
     assert only.returncode == 0, only.stderr[-3000:]
     assert "(finished before)" not in only.stdout + only.stderr
+    assert (out / "report.md").read_text().split("## Wall time")[1] == report.split(
+        "## Wall time")[1]
+    # --out alone: the study's options are read from OUT/study.json
+    alone = run_script("compare_objectives.py", "--report-only", "--out", out)
+    assert alone.returncode == 0, alone.stderr[-3000:]
     assert (out / "report.md").read_text().split("## Wall time")[1] == report.split(
         "## Wall time")[1]
 
@@ -537,38 +543,49 @@ def test_glue_data_of_another_dictionary_is_an_error_before_pretraining(tmp_path
     assert not (tmp_path / "out").exists()
 
 
+def _recorded(out):
+    """OUT/study.json as JSON."""
+    return json.loads((out / "study.json").read_text())
+
+
 def test_a_report_only_call_records_the_command_the_runs_were_made_with(monkeypatch, tmp_path):
-    """report.md of a --report-only call (without the `--` options) gives the command that ran
-    the phases, which it does not replace, and names the --report-only call besides."""
+    """report.md of a --report-only call (without the `--` options, or with --out alone) gives
+    the command that ran the phases, which it does not replace, and names the --report-only
+    call besides."""
     from taco_fairseq.cli import compare
+    from taco_fairseq.comparison import run
     from taco_fairseq.comparison.statistics import Score
 
     scores = [Score(o, 1, 10, "RTE", 1, "accuracy", 60.0, "accuracy", 60.0)
               for o in ("mlm", "taco")]
-    monkeypatch.setattr(compare, "run_phases", lambda options, timer: ([], scores))
-    monkeypatch.setattr(compare, "collect_results", lambda finetune: [])
-    monkeypatch.setattr(compare, "scores_of", lambda results, points: scores)
+    monkeypatch.setattr(run, "run_phases", lambda options, timer: ([], scores))
+    monkeypatch.setattr(run, "collect_results", lambda finetune: [])
+    monkeypatch.setattr(run, "scores_of", lambda results, points: scores)
     argv = [a for a in _search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4")
             if a != "--finetune-search-from" and a != str(tmp_path / "earlier.json")]
     ran = "taco-compare " + shlex.join([*argv, "--", "--num-workers", "0"])
     compare.main([*argv, "--", "--num-workers", "0"])
     report = tmp_path / "out" / "report.md"
     assert f"\nCommand: `{ran}`\n" in report.read_text()
+    recorded = _recorded(tmp_path / "out")
+    assert recorded["format"] == 1 and recorded["command"] == ran
+    assert recorded["options"]["settings"]["extra"] == ["--num-workers", "0"]
 
-    compare.main(["--report-only", *argv])
-    text = report.read_text()
-    assert f"\nCommand: `{ran}`\n" in text
-    assert ("Report written by `taco-compare " + shlex.join(["--report-only", *argv])
-            + "` (--report-only: it ran nothing).") in text
-    assert (tmp_path / "out" / "command.txt").read_text() == ran + "\n"
+    for call in (["--report-only", *argv], ["--report-only", "--out", str(tmp_path / "out")]):
+        compare.main(call)
+        text = report.read_text()
+        assert f"\nCommand: `{ran}`\n" in text
+        assert ("Report written by `taco-compare " + shlex.join(call)
+                + "` (--report-only: it ran nothing).") in text
+        assert _recorded(tmp_path / "out") == recorded
 
     def refused(options, timer):
         raise ValueError("pre-trained with other options")
 
-    monkeypatch.setattr(compare, "run_phases", refused)  # a call that fails keeps the record
+    monkeypatch.setattr(run, "run_phases", refused)  # a call that fails keeps the record
     with pytest.raises(SystemExit, match="pre-trained with other options"):
         compare.main([*argv, "--lr", "1e-3"])
-    assert (tmp_path / "out" / "command.txt").read_text() == ran + "\n"
+    assert _recorded(tmp_path / "out") == recorded
 
 
 def test_a_cap_of_a_task_that_is_not_finetuned_is_an_error(tmp_path, capsys):
@@ -692,13 +709,14 @@ def test_the_primary_endpoint_is_declared_once_per_study(monkeypatch, tmp_path, 
     """--primary-endpoint opens the report; a later call in the same --out with another one
     (e.g. after seeing the results) is an error naming the recorded one, and changes nothing."""
     from taco_fairseq.cli import compare
+    from taco_fairseq.comparison import run
     from taco_fairseq.comparison.statistics import Score
 
     scores = [Score(o, p, 10, "RTE", 1, "accuracy", 60.0 + p, "accuracy", 60.0 + p)
               for o in ("mlm", "taco") for p in (1, 2)]
-    monkeypatch.setattr(compare, "run_phases", lambda options, timer: ([], scores))
-    monkeypatch.setattr(compare, "collect_results", lambda finetune: [])
-    monkeypatch.setattr(compare, "scores_of", lambda results, points: scores)
+    monkeypatch.setattr(run, "run_phases", lambda options, timer: ([], scores))
+    monkeypatch.setattr(run, "collect_results", lambda finetune: [])
+    monkeypatch.setattr(run, "scores_of", lambda results, points: scores)
     argv = [a for a in _search_argv(tmp_path, "--tasks", "RTE", "--finetune-lr", "3e-4")
             if a != "--finetune-search-from" and a != str(tmp_path / "earlier.json")]
     compare.main([*argv, "--primary-endpoint", "probe-average"])
@@ -706,15 +724,13 @@ def test_the_primary_endpoint_is_declared_once_per_study(monkeypatch, tmp_path, 
     assert report.index("## Primary endpoint: the average of the frozen-encoder linear probes") \
         < report.index("## Wall time")
     assert "not available: `probe_average` not in OUT/measures" in report
-    recorded = (tmp_path / "out" / "command.txt").read_text()
-    assert compare.recorded_primary_endpoint(recorded) == "probe-average"
-    assert compare.recorded_primary_endpoint("taco-compare --data d -- --seed 1") == (
-        "glue-average")  # a study recorded before the option existed
+    recorded = _recorded(tmp_path / "out")
+    assert recorded["options"]["primary_endpoint"] == "probe-average"
     capsys.readouterr()
     with pytest.raises(SystemExit) as error:
         compare.main([*argv, "--primary-endpoint", "glue-average"])
     assert str(error.value) == (
-        f"error: --primary-endpoint glue-average: {tmp_path / 'out' / 'command.txt'} "
+        f"error: --primary-endpoint glue-average: {tmp_path / 'out' / 'study.json'} "
         "records probe-average for this study (the primary endpoint is declared before the "
         "results are seen); give --primary-endpoint probe-average, or use another --out for "
         "a new study")
@@ -722,9 +738,12 @@ def test_the_primary_endpoint_is_declared_once_per_study(monkeypatch, tmp_path, 
         compare.main(["--report-only", *argv])
     assert str(error.value).startswith(
         "error: --report-only: --primary-endpoint probe-average → glue-average (recorded in "
-        f"{tmp_path / 'out' / 'command.txt'} → given here)")
-    assert (tmp_path / "out" / "command.txt").read_text() == recorded
+        f"{tmp_path / 'out' / 'study.json'} → given here)")
+    assert _recorded(tmp_path / "out") == recorded
     compare.main(["--report-only", "--primary-endpoint", "probe-average", *argv])
+    compare.main(["--report-only", "--out", str(tmp_path / "out")])
+    assert "## Primary endpoint: the average of the frozen-encoder linear probes" in (
+        tmp_path / "out" / "report.md").read_text()
 
 
 @pytest.mark.parametrize("options, message", [
@@ -793,10 +812,12 @@ def test_no_finetuned_task_is_an_error_in_one_line(tmp_path, capsys, extra, mess
 
 
 def test_a_study_started_with_tasks_continues_with_final_tasks_only(monkeypatch, tmp_path):
-    """The 5-seed study was started with --tasks STS-B RTE and --primary-endpoint probe-average;
-    continued in the same --out with --final-tasks STS-B RTE and no --tasks, nothing refuses
-    it, command.txt records the new command, and the primary endpoint stays probe-average."""
+    """The 5-seed study was started with --tasks STS-B RTE and --primary-endpoint probe-average
+    (recorded in command.txt by an older taco-compare); continued in the same --out with
+    --final-tasks STS-B RTE and no --tasks, nothing refuses it, study.json records the new
+    command, and the primary endpoint stays probe-average."""
     from taco_fairseq.cli import compare
+    from taco_fairseq.comparison import run
     from taco_fairseq.comparison.statistics import Score
 
     base = [a for a in _search_argv(tmp_path, "--finetune-lr", "3e-4", "1e-3",
@@ -811,14 +832,16 @@ def test_a_study_started_with_tasks_continues_with_final_tasks_only(monkeypatch,
                  == 0 else 9.0, "probe_average": 50.0 + p + (o == "taco") * (u > 0) * p}
                 for o in ("mlm", "taco") for p in (1, 2) for u in (0, 10)]
     seen = []
-    monkeypatch.setattr(compare, "run_phases",
+    monkeypatch.setattr(run, "run_phases",
                         lambda options, timer: seen.append(options) or (measures, scores))
     continued = [*base, "--final-tasks", "STS-B", "RTE", "--", "--cpu"]
     compare.main(continued)
     assert (list(seen[0].tasks), list(seen[0].final_tasks)) == ([], ["STS-B", "RTE"])
-    recorded = (tmp_path / "out" / "command.txt").read_text()
-    assert recorded == "taco-compare " + shlex.join(continued) + "\n"
-    assert compare.recorded_primary_endpoint(recorded) == "probe-average"
+    recorded = _recorded(tmp_path / "out")
+    assert recorded["command"] == "taco-compare " + shlex.join(continued)
+    assert recorded["options"]["tasks"] == [] and recorded["options"]["final_tasks"] == [
+        "STS-B", "RTE"]
+    assert recorded["options"]["primary_endpoint"] == "probe-average"
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Primary endpoint: the average of the frozen-encoder linear probes" in report
     assert ("averages over the tasks fine-tuned at the last checkpoint only (--final-tasks "
@@ -956,8 +979,8 @@ def test_report_only_before_any_finetuning_reports_the_measures(tmp_path, capsys
 @pytest.mark.parametrize("made, message", [
     (None, "no study here (no such directory; give the --out of a taco-compare study, or run "
            "taco-compare without --report-only to start one)"),
-    ([], "no study here (none of command.txt, pretrain, measures, finetune in it; give the "
-         "--out of a taco-compare study"),
+    ([], "no study here (none of study.json, command.txt, pretrain, measures, finetune in it; "
+         "give the --out of a taco-compare study"),
     (["pretrain/taco-seed1"], "nothing to report yet (no checkpoint measured in measures/, no "
                               "fine-tuning finished in finetune/"),
 ])
@@ -970,11 +993,28 @@ def test_report_only_without_a_study_writes_nothing(tmp_path, made, message):
     if made == []:
         out.mkdir()
     before = sorted(out.rglob("*")) if made is not None else None
+    alone = [] if made else [["--out", str(out)]]  # with pretrain/: no record (next test)
+    for given in (_report_argv(tmp_path), *alone):
+        with pytest.raises(SystemExit) as error:
+            compare.main(["--report-only", *given])
+        assert str(error.value).startswith(f"error: --out {out}: {message}")
+        assert "\n" not in str(error.value)
+        assert (sorted(out.rglob("*")) if out.exists() else None) == before  # no search.json
+
+
+def test_report_only_of_a_study_without_a_record_needs_its_options(tmp_path):
+    """Measures but no study.json (nor command.txt): --out alone cannot know the study."""
+    from taco_fairseq.cli import compare
+
+    out = tmp_path / "out"
+    _measured(out)
     with pytest.raises(SystemExit) as error:
-        compare.main(["--report-only", *_report_argv(tmp_path)])
-    assert str(error.value).startswith(f"error: --out {out}: {message}")
-    assert "\n" not in str(error.value)
-    assert (sorted(out.rglob("*")) if out.exists() else None) == before  # no search.json
+        compare.main(["--report-only", "--out", str(out)])
+    assert str(error.value) == (
+        f"error: --out {out}: no study.json (nor the command.txt of an older taco-compare) "
+        "records the study's options; give them with --report-only")
+    compare.main(["--report-only", *_report_argv(tmp_path)])
+    assert "Command: not recorded (" in (out / "report.md").read_text()
 
 
 def _replaced(argv, option, *values):
@@ -990,80 +1030,115 @@ def _replaced(argv, option, *values):
     ("--objectives", ["taco", "mlm"], "--objectives mlm taco → taco mlm"),  # the baseline
     ("--pretrain-seeds", ["1", "2"], "--pretrain-seeds 1 2 3 → 1 2"),
     ("--checkpoint-updates", ["5", "10"], "--checkpoint-updates 10 → 5 10"),
-    ("--final-tasks", ["RTE"], "--final-tasks STS-B RTE → RTE"),
-    ("--tasks", ["RTE"], "--tasks (unset) → RTE"),
-    ("--probe-tasks", ["RTE"], "--probe-tasks (unset) → RTE"),
+    # the probes default to the fine-tuned tasks
+    ("--final-tasks", ["RTE"], "--final-tasks STS-B RTE → RTE; --probe-tasks STS-B RTE → RTE"),
+    ("--tasks", ["RTE"], "--probe-tasks STS-B RTE → RTE STS-B; --tasks (unset) → RTE"),
+    ("--probe-tasks", ["RTE"], "--probe-tasks STS-B RTE → RTE"),
     ("--finetune-lr", ["3e-4"], "--finetune-lr 0.0003 0.001 → 0.0003"),
     ("--primary-endpoint", ["probe-average"], "--primary-endpoint glue-average → probe-average"),
-    ("--no-probes", [], "--no-probes (unset) → (set)"),
+    ("--no-probes", [], "--probe-tasks STS-B RTE → (unset)"),
     ("--", ["--num-workers", "2"], "-- --num-workers 0 → 2"),
 ])
 def test_report_only_refuses_options_that_differ_from_the_recorded_study(
         tmp_path, option, values, change):
-    """A fresh user's --report-only with other options than OUT/command.txt's reported another
+    """A fresh user's --report-only with other options than OUT/study.json's reported another
     study under the recorded command (a swapped baseline, another primary endpoint): refused,
-    naming what differs and the command to repeat; where the files lie, how the runs ran, the
-    report's own options and an omitted `--` part may differ."""
+    naming what differs and how to report the recorded study; where the files lie, how the runs
+    ran, the report's own options and an omitted `--` part may differ."""
     from taco_fairseq.cli import compare
+    from taco_fairseq.comparison.record import check_reported, read_record
 
-    base = _report_argv(tmp_path)
+    base = [a for a in _report_argv(tmp_path)
+            if a not in ("--finetune-search-from", str(tmp_path / "earlier.json"))]
     ran = [*base, "--jobs", "2", "--", "--num-workers", "0"]
-    recorded = tmp_path / "out" / "command.txt"
-    recorded.parent.mkdir()
-    recorded.write_text("taco-compare " + shlex.join(ran) + "\n")
-    for same in (["--report-only", *base],
-                 ["--report-only", "--cpu", "--reference", "r", *_replaced(
-                     base, "--data", "elsewhere"), "--lr", "5e-4", "--jobs", "4", "--",
-                  "--num-workers", "0", "--user-dir", "/elsewhere/taco_fairseq"]):
-        compare.check_recorded_study(same, recorded)
-    given = ([*base, "--", *values] if option == "--" else _replaced(base, option, *values))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "command.txt").write_text("taco-compare " + shlex.join(ran) + "\n")
+    recorded = read_record(out, compare.read_command)  # read into study.json
+    assert _recorded(out)["command"] == "taco-compare " + shlex.join(ran)
+
+    def given(argv):
+        options, report_only = compare.parse_options(["--report-only", *argv])
+        assert report_only
+        return options, "--" in argv
+
+    for same in (base, ["--cpu", "--reference", str(_reference(tmp_path, (1, 2, 3))), *_replaced(
+            base, "--data", str(tmp_path / "bin2")), "--lr", "5e-4", "--jobs", "4", "--",
+            "--num-workers", "0", "--user-dir", "/elsewhere/taco_fairseq"]):
+        (tmp_path / "bin2").mkdir(exist_ok=True)
+        (tmp_path / "bin2" / "dict.txt").write_text("a 1\n")
+        check_reported(recorded, *given(same))
+    argv = [*base, "--", *values] if option == "--" else _replaced(base, option, *values)
     with pytest.raises(ValueError) as error:
-        compare.check_recorded_study(["--report-only", *given], recorded)
+        check_reported(recorded, *given(argv))
     assert str(error.value) == (
-        f"--report-only: {change} (recorded in {recorded} → given here): the report is of the "
-        "study that command ran, and these options say what it is; repeat the recorded command "
-        "with --report-only (only the paths, --jobs, --cpu and --reference may be changed): "
-        "taco-compare " + shlex.join(["--report-only", *ran]))
-    # a copy of the study: the command to repeat names the --out given, not the recorded one
-    with pytest.raises(ValueError) as error:
-        compare.check_recorded_study(["--report-only", *_replaced(given, "--out", "copy")],
-                                     recorded)
-    repeat = shlex.split(str(error.value).rsplit(": taco-compare ", 1)[1])
-    assert repeat[repeat.index("--out") + 1] == "copy" and str(tmp_path / "out") not in repeat
+        f"--report-only: {change} (recorded in {out / 'study.json'} → given here): the report "
+        "is of the recorded study, and these options say what it is; give the recorded ones "
+        "(only the paths, --jobs, --cpu and --reference may differ), or none: taco-compare "
+        f"--report-only --out {out}")
+    with pytest.raises(SystemExit) as error:  # and so does the command, writing nothing
+        compare.main(["--report-only", *argv])
+    assert str(error.value).startswith(f"error: --report-only: {change} (recorded in ")
+    assert sorted(p.name for p in out.iterdir()) == ["command.txt", "study.json"]
 
 
 def test_report_only_of_a_taco_only_study_without_its_objectives_is_refused(tmp_path):
     """A control recorded with --objectives taco, reported with the default objectives (mlm
     taco): an error naming --objectives, nothing written (before: a report against the
     baseline mlm, which has no runs here; with fine-tuning scores, a TypeError traceback from
-    the figures)."""
+    the figures); reported with --out alone, or with its options, it is reported."""
     from taco_fairseq.cli import compare
+    from taco_fairseq.comparison.record import read_record
 
     out = tmp_path / "out"
     _measured(out, objectives=("taco",), seeds=(1,))
     ran = _report_argv(tmp_path, "--objectives", "taco")
     ran = _replaced(ran, "--pretrain-seeds", "1")
     (out / "command.txt").write_text("taco-compare " + shlex.join(ran) + "\n")
+    read_record(out, compare.read_command)
     before = sorted(out.rglob("*"))
     with pytest.raises(SystemExit) as error:
         compare.main(["--report-only", *_replaced(_report_argv(tmp_path), "--pretrain-seeds",
                                                   "1")])
     assert str(error.value).startswith("error: --report-only: --objectives taco → mlm taco (")
     assert sorted(out.rglob("*")) == before
+    compare.main(["--report-only", "--out", str(out)])
+    assert "| taco |" in (out / "report.md").read_text()
     compare.main(["--report-only", *ran])
     assert (out / "report.md").is_file()
 
 
-def _reference(tmp_path):
-    """A study's --out as its report leaves it: mlm and taco of seeds 1 and 2 at 0 and 10
-    updates in checkpoints.csv, and its command."""
+def _reference(tmp_path, seeds=(1, 2)):
+    """A study's --out as its report leaves it: mlm and taco of ``seeds`` at 0 and 10
+    updates in checkpoints.csv, and its command as an older taco-compare recorded it."""
     from taco_fairseq.comparison.tables import write_checkpoints_csv
 
-    _measured(tmp_path / "study", seeds=(1, 2))
+    _measured(tmp_path / "study", seeds=seeds)
     rows = [json.loads(p.read_text()) for p in (tmp_path / "study" / "measures").iterdir()]
     write_checkpoints_csv(rows, tmp_path / "study" / "checkpoints.csv")
     (tmp_path / "study" / "command.txt").write_text("taco-compare --out study\n")
     return tmp_path / "study"
+
+
+def test_report_only_of_the_recorded_study_takes_the_reference_given(tmp_path, capsys):
+    """--report-only --out OUT --reference REF: the recorded control against REF, which is
+    checked as with the study's options."""
+    from taco_fairseq.cli import compare
+
+    out = tmp_path / "out"
+    _measured(out, objectives=("taco",), seeds=(1,))
+    ran = _replaced(_report_argv(tmp_path, "--objectives", "taco", "--primary-endpoint",
+                                 "probe-average"), "--pretrain-seeds", "1")
+    (out / "command.txt").write_text("taco-compare " + shlex.join(ran) + "\n")
+    with pytest.raises(SystemExit) as error:
+        compare.main(["--report-only", "--out", str(out), "--reference", str(out)])
+    assert error.value.code == 2
+    assert f"error: --reference {out} is --out itself" in capsys.readouterr().err
+    reference = _reference(tmp_path)
+    compare.main(["--report-only", "--out", str(out), "--reference", str(reference)])
+    report = (out / "report.md").read_text()
+    assert f"## Against {reference} (description, no test)" in report
+    assert "Reference command: `taco-compare --out study`" in report
 
 
 def test_a_control_report_describes_its_runs_against_a_reference_study(tmp_path):
@@ -1268,3 +1343,283 @@ def test_a_failed_measure_lets_the_pretrainings_finish_then_raises(monkeypatch, 
     with pytest.raises(ValueError, match="a broken measure"):
         study.pretrain_all(options, measure)
     assert sorted(trained) == ["mlm-seed1", "taco-seed1"] and calls == [2]
+
+
+# --- the study's record (OUT/study.json) and the command.txt of older studies ------------------
+def test_a_record_holds_every_option_of_the_study_and_reads_back_as_written(tmp_path):
+    """study.json: every field of StudyOptions and PretrainSettings but the call's (out, jobs,
+    reference) and the checkout's (recipes_dir), read back to the same options."""
+    from taco_fairseq.comparison.record import STUDY_FILE, StudyRecord, read_record, study_values
+    from taco_fairseq.comparison.study import StudyOptions
+    from taco_fairseq.glue.recipes import Hyperparameters
+
+    out = tmp_path / "out"
+    out.mkdir()
+    options = StudyOptions(
+        out=out, objectives=["mlm", "taco"], pretrain_seeds=[1, 2],
+        settings=PretrainSettings(tmp_path / "bin", "roberta_tiny", 20, (10, 20),
+                                  objective_max_update=(("taco", 10),), lr=1e-3,
+                                  warmup_updates=2, cpu=True, extra=("--num-workers", "0")),
+        glue_data=tmp_path / "glue", tasks=["RTE"], seeds=[1, 2],
+        points=[Hyperparameters(32, 3e-4, 4), Hyperparameters(32, 1e-3, 4)],
+        final_tasks=["STS-B"], primary_endpoint="pos-ambiguous", max_updates={"RTE": 5},
+        finetune_args=["--fp16"], heldout_text=[tmp_path / "ab.txt"], heldout_max_lines=30,
+        probe_tasks=["RTE", "STS-B"], probe_max_train=400, conllu_train=tmp_path / "dev.conllu",
+        conllu_test=tmp_path / "test.conllu", mlm_texts=[("wikitext2", tmp_path / "w.xz")],
+        jobs=2, cpu=True, reference=tmp_path / "ref")
+    StudyRecord(options, "taco-compare --out out").write()
+    data = json.loads((out / STUDY_FILE).read_text())
+    assert data["format"] == 1 and data["command"] == "taco-compare --out out"
+    recorded = {f.name for f in dataclasses.fields(StudyOptions)} - {"out", "jobs", "reference"}
+    assert set(data["options"]) == recorded
+    assert set(data["options"]["settings"]) == {
+        f.name for f in dataclasses.fields(PretrainSettings)} - {"recipes_dir"}
+    assert data["options"]["points"][1] == {"batch_size": 32, "lr": 1e-3, "epochs": 4}
+    read = read_record(out, read_command=None)
+    assert read.command == "taco-compare --out out" and read.options.out == out
+    assert (read.options.jobs, read.options.reference) == (1, None)
+    assert read.options.settings.objective_max_update == (("taco", 10),)
+    assert read.options.mlm_texts == [("wikitext2", tmp_path / "w.xz")]
+    (tmp_path / "again").mkdir()
+    StudyRecord(dataclasses.replace(read.options, out=tmp_path / "again"), read.command).write()
+    assert (tmp_path / "again" / STUDY_FILE).read_text() == (out / STUDY_FILE).read_text()
+    assert study_values(read.options) == study_values(options)
+    assert study_values(options)["--objective-max-update"] == ["taco=10"]
+    assert study_values(options)["--finetune-lr"] == ["0.0003", "0.001"]
+    assert study_values(options)["--heldout-mlm-text"] == [f"wikitext2={tmp_path / 'w.xz'}"]
+    assert "--data" not in study_values(options) and "--cpu" not in study_values(options)
+    no_warmup = dataclasses.replace(options.settings, warmup_updates=0)
+    assert study_values(dataclasses.replace(options, settings=no_warmup))[
+        "--warmup-updates"] == ["0"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{", "not JSON ("),
+    ('{"format": 2, "command": "", "options": {}}', "format 2, not 1: written by another "
+                                                     "taco-compare"),
+    ('{"format": 1, "command": "c", "options": {"objectives": ["mlm"]}}',
+     "options.pretrain_seeds missing"),
+    ('{"format": 1, "command": "c", "options": {"objectives": "mlm"}}',
+     "options.objectives: expected a list, got 'mlm'"),
+])
+def test_a_record_that_cannot_be_read_is_named_with_what_to_do(tmp_path, content, message):
+    from taco_fairseq.comparison.record import read_record
+
+    (tmp_path / "study.json").write_text(content)
+    with pytest.raises(ValueError) as error:
+        read_record(tmp_path, read_command=None)
+    assert str(error.value).startswith(f"{tmp_path / 'study.json'}: {message}")
+    assert "rerun the study's command" in str(error.value) or "that one" in str(error.value)
+
+
+def _commands_of_the_reported_studies():
+    """The ``Command:`` line of every report under docs/results: the command.txt of the
+    studies on disk (an older taco-compare's, some of scripts/compare_objectives.py)."""
+    commands = {}
+    for report in sorted((REPO / "docs" / "results").rglob("report.md")):
+        line = next(line for line in report.read_text().splitlines()
+                    if line.startswith("Command: `"))
+        commands[str(report.parent.relative_to(REPO / "docs" / "results"))] = line[10:-1]
+    return commands
+
+
+@pytest.mark.parametrize("study, command", sorted(_commands_of_the_reported_studies().items()))
+def test_the_studies_on_disk_are_read_into_a_record_once(tmp_path, study, command):
+    """An --out with the command.txt of an older taco-compare (those of docs/results/*) and its
+    measures: `--report-only --out OUT` reads the command into study.json, which a later call
+    reads (command.txt no longer), and reports the study under that command."""
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison.record import read_record, study_values
+
+    out = tmp_path / "out"
+    words = shlex.split(command)
+    objectives = words[words.index("--objectives") + 1:][:1] if "--objectives" in words else [
+        "mlm", "taco"]
+    _measured(out, objectives=objectives, seeds=(1,))
+    (out / "command.txt").write_text(command + "\n")
+    record = read_record(out, compare.read_command)
+    assert (out / "study.json").is_file() and record.command == command
+    assert record.options.settings.arch == "roberta_tiny" and record.options.out == out
+    assert list(record.options.objectives) == objectives or "--objectives" in words
+    (out / "command.txt").write_text("not read again\n")
+    again = read_record(out, compare.read_command)
+    assert again.command == command and study_values(again.options) == study_values(
+        record.options)
+    if study == "study5":  # the primary endpoint study, reported with --out alone
+        compare.main(["--report-only", "--out", str(out)])
+        report = (out / "report.md").read_text()
+        assert f"\nCommand: `{command}`\n" in report
+        assert "## Primary endpoint: the average of the frozen-encoder linear probes" in report
+        assert record.options.primary_endpoint == "probe-average"
+        assert list(record.options.pretrain_seeds) == [1, 2, 3, 4, 5]
+        assert [p.label for p in record.options.points] == [
+            "bs32_lr0.0001_ep4", "bs32_lr0.0003_ep4", "bs32_lr0.001_ep4"]
+
+
+def test_a_command_txt_that_is_no_command_is_named(tmp_path):
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison.record import read_record
+
+    (tmp_path / "command.txt").write_text("taco-compare --out x --max-update 3\n")
+    with pytest.raises(ValueError) as error:
+        read_record(tmp_path, compare.read_command)
+    assert str(error.value).startswith(
+        f"{tmp_path / 'command.txt'}: not a taco-compare command this one reads (the following "
+        "arguments are required: --data, --glue-data, --arch, --checkpoint-updates), so the "
+        "study's options are unknown; give the --out of a taco-compare study, or remove ")
+    assert not (tmp_path / "study.json").exists()
+
+
+def _pos_study_env(tmp_path):
+    """DATA, GLUE, OUT and SHARED of docs/results/pos-study/run.sh in ``tmp_path``, with inputs
+    that pass the checks taco-compare makes before anything runs."""
+    import lzma
+
+    env = {name: str(tmp_path / name.lower()) for name in ("DATA", "GLUE", "OUT", "SHARED")}
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "dict.txt").write_text("a 1\n")
+    for task in ("RTE", "MRPC", "CoLA", "STS-B", "SST-2"):
+        (tmp_path / "glue" / task / "input0").mkdir(parents=True)
+        (tmp_path / "glue" / task / "prep_info.json").write_text("{}")
+        (tmp_path / "glue" / task / "input0" / "dict.txt").write_text("a 1\n")
+    shared = tmp_path / "shared" / "data"
+    for name in ("corpus/wikitext-2-raw/wiki.test.raw.xz", "corpus/books/pg1342.txt.xz",
+                 "corpus/wikipedia-en-2015-wikiextractor/AB.txt.xz"):
+        (shared / name).parent.mkdir(parents=True, exist_ok=True)
+        with lzma.open(shared / name, "wt") as f:
+            f.write("The cat sat on the mat. It was a sunny day.\n")
+    (shared / "ud-english-ewt").mkdir()
+    for split in ("dev", "test"):
+        (shared / "ud-english-ewt" / f"en_ewt-ud-{split}.conllu").write_text(
+            "# text = Cats sleep.\n1\tCats\tcat\tNOUN\t_\t_\t2\tnsubj\t_\t_\n"
+            "2\tsleep\tsleep\tVERB\t_\t_\t0\troot\t_\tSpaceAfter=No\n"
+            "3\t.\t.\tPUNCT\t_\t_\t2\tpunct\t_\t_\n\n")
+    (tmp_path / "out").mkdir()
+    return env
+
+
+def _pos_study_calls(tmp_path, env, *runs):
+    """The taco-compare arguments of each call `bash docs/results/pos-study/run.sh RUNS...`
+    makes with ``env``: run.sh itself, in a copy of the checkout whose .venv/bin/taco-compare
+    records its arguments (and whose .venv/bin/python, for rows.py, only makes the part's
+    directory)."""
+    import os
+    import subprocess
+    import sys
+
+    checkout = tmp_path / "checkout"
+    script = checkout / "docs" / "results" / "pos-study" / "run.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text((REPO / "docs" / "results" / "pos-study" / "run.sh").read_text())
+    (checkout / ".venv" / "bin").mkdir(parents=True)
+    calls = tmp_path / "calls.jsonl"
+    (checkout / ".venv" / "bin" / "taco-compare").write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c 'import json, sys; "
+        f"open(sys.argv[1], \"a\").write(json.dumps(sys.argv[2:]) + \"\\n\")' {calls} \"$@\"\n")
+    (checkout / ".venv" / "bin" / "python").write_text('#!/bin/sh\nmkdir -p "$3"\n')
+    for tool in ("taco-compare", "python"):
+        (checkout / ".venv" / "bin" / tool).chmod(0o755)
+    done = subprocess.run(["bash", str(script), *runs], env={**os.environ, **env},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return sorted(json.loads(line) for line in calls.read_text().splitlines())
+
+
+def _pos_study_measures(out, runs=(("mlm", 20000), ("taco", 7000)), seeds=range(1, 6)):
+    """Part-of-speech measures of every run's initialization and last checkpoint in
+    OUT/measures, as phase 2 writes them; returns the rows."""
+    rows = [{"objective": o, "pretrain_seed": p, "updates": u, "valid_mlm_loss": 9.0,
+             "pos_accuracy_ambiguous": 60.0 + p + u / 1000}
+            for o, last in runs for p in seeds for u in (0, last)]
+    (out / "measures").mkdir(parents=True, exist_ok=True)
+    for row in rows:
+        (out / "measures" / f"{row['objective']}-seed{row['pretrain_seed']}@{row['updates']}"
+         ".json").write_text(json.dumps(row))
+    return rows
+
+
+#: The pos-study's command as the older taco-compare recorded it in OUT/pos-study/command.txt
+#: (from run.sh as it was on 2026-12-05, its options in another order than run.sh's now).
+POS_STUDY_COMMAND = (
+    "taco-compare --data $DATA --glue-data $GLUE --out $OUT/pos-study --arch roberta_tiny "
+    "--max-update 20000 --objective-max-update taco=7000 --checkpoint-updates 500 1000 1500 "
+    "2000 3000 4000 6000 7000 10000 14000 20000 --lr 1e-3 --warmup-updates 600 "
+    "--pretrain-seeds 1 2 3 4 5 --probe-tasks RTE MRPC CoLA STS-B SST-2 --primary-endpoint "
+    "pos-ambiguous --conllu-train $SHARED/data/ud-english-ewt/en_ewt-ud-dev.conllu "
+    "--conllu-test $SHARED/data/ud-english-ewt/en_ewt-ud-test.conllu --heldout-mlm-text "
+    "wikitext2=$SHARED/data/corpus/wikitext-2-raw/wiki.test.raw.xz "
+    "book=$SHARED/data/corpus/books/pg1342.txt.xz --heldout-text "
+    "$SHARED/data/corpus/wikipedia-en-2015-wikiextractor/AB.txt.xz --heldout-max-lines 3000 "
+    "--jobs 2 --cpu -- --num-workers 0")
+
+
+@pytest.mark.parametrize("recorded", ["as run.sh runs it", "as it was started"])
+def test_the_pos_study_started_by_the_older_taco_compare_continues(monkeypatch, tmp_path,
+                                                                   recorded):
+    """The part-of-speech study was started by a taco-compare that recorded its command in
+    OUT/pos-study/command.txt (`taco-compare ARGS`; started from an older run.sh, whose options
+    came in another order); `bash docs/results/pos-study/run.sh` with this one continues it:
+    the same options, so nothing refuses it, the phases run with them, and study.json records
+    them, read back the same; its report follows with --out alone."""
+    import string
+
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison import run
+    from taco_fairseq.comparison.record import read_record, study_values
+
+    env = _pos_study_env(tmp_path)
+    (argv,) = _pos_study_calls(tmp_path, env)
+    assert argv[-3:] == ["--", "--num-workers", "0"] and "--primary-endpoint" in argv
+    out = tmp_path / "out" / "pos-study"
+    assert argv[argv.index("--out") + 1] == str(out)
+    out.mkdir()
+    command = ("taco-compare " + shlex.join(argv) if recorded == "as run.sh runs it" else
+               string.Template(POS_STUDY_COMMAND).substitute(env))
+    (out / "command.txt").write_text(command + "\n")  # as the older taco-compare wrote it
+    measures = _pos_study_measures(out)
+    ran = []
+    monkeypatch.setattr(run, "run_phases",
+                        lambda options, timer: ran.append(options) or (measures, []))
+    compare.main(argv)
+    (options,) = ran
+    assert options.primary_endpoint == "pos-ambiguous"
+    assert options.settings.objective_max_update == (("taco", 7000),)
+    assert list(options.pretrain_seeds) == [1, 2, 3, 4, 5] and options.settings.lr == 1e-3
+    recorded = read_record(out, compare.read_command)
+    assert recorded.command == "taco-compare " + shlex.join(argv)
+    assert study_values(recorded.options) == study_values(options) == study_values(
+        compare.read_command(command))
+    assert "## Primary endpoint" in (out / "report.md").read_text()
+
+    compare.main(["--report-only", "--out", str(out)])
+    report = (out / "report.md").read_text()
+    assert f"\nCommand: `{recorded.command}`\n" in report and "## Primary endpoint" in report
+    compare.main(["--report-only", *argv])  # the whole command: the same study
+    compare.main(argv)  # and again, from study.json
+    assert len(ran) == 2 and study_values(ran[1]) == study_values(options)
+
+
+def test_the_parts_of_the_pos_study_started_by_the_older_taco_compare_continue(monkeypatch,
+                                                                              tmp_path):
+    """`run.sh mlm-seed2 taco-seed3`: each run a study of its own in OUT/pos-study-parts/RUN;
+    a part whose command.txt the older taco-compare wrote continues under this one."""
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison import run
+    from taco_fairseq.comparison.record import read_record
+
+    env = _pos_study_env(tmp_path)
+    calls = _pos_study_calls(tmp_path, env, "mlm-seed2", "taco-seed3")
+    ran = []
+    for argv in calls:
+        out = Path(argv[argv.index("--out") + 1])
+        objective = argv[argv.index("--objectives") + 1]
+        (out / "command.txt").write_text("taco-compare " + shlex.join(argv) + "\n")
+        measures = _pos_study_measures(out, [(objective, {"mlm": 20000, "taco": 7000}[
+            objective])], [int(argv[argv.index("--pretrain-seeds") + 1])])
+        monkeypatch.setattr(run, "run_phases",
+                            lambda options, timer: ran.append(options) or (measures, []))
+        compare.main(argv)
+        assert read_record(out, compare.read_command).command == "taco-compare " + shlex.join(
+            argv)
+    assert sorted((list(o.objectives), list(o.pretrain_seeds), o.settings.objective_max_update)
+                  for o in ran) == [(["mlm"], [2], ()), (["taco"], [3], (("taco", 7000),))]

@@ -11,15 +11,16 @@ OUT/summary.csv (one row per objective x pretrain_seed x updates x task x seed),
 OUT/checkpoints.csv, OUT/report.md and figures (GLUE average vs updates, per task,
 paired difference over pre-training seeds with 95% t-intervals, speed-up). The report opens
 with the --primary-endpoint, declared before the runs; every other verdict is exploratory and
-Holm-corrected. OUT/command.txt records the command that ran the phases, for the report of a
-later --report-only call, which must give its options: the report of what exists so far
-(before any fine-tuning has finished, of the checkpoint measures, with their tests; the
-fine-tuning sections say that none has finished). --reference REF_OUT adds a description
-(no test) of this study's runs against another study's at equal updates and pre-training
-seed, from REF_OUT/checkpoints.csv (and summary.csv): e.g. a control that trains
---objectives taco only against the study it varies. Run it again and it continues:
-pre-training from checkpoint_last.pt, finished fine-tunings skipped. Options after `--` go to
-every pre-training fairseq-train call (not those the comparison sets itself, such as --seed).
+Holm-corrected. OUT/study.json records the study's options and the command that ran the
+phases (taco_fairseq/comparison/record.py): run it again and it continues the study
+(pre-training from checkpoint_last.pt, finished fine-tunings skipped; its options may change,
+its --primary-endpoint may not); --report-only --out OUT reports what exists so far (before
+any fine-tuning has finished, of the checkpoint measures, with their tests; the fine-tuning
+sections say that none has finished) of the recorded study. --reference REF_OUT adds a
+description (no test) of this study's runs against another study's at equal updates and
+pre-training seed, from REF_OUT/checkpoints.csv (and summary.csv): e.g. a control that trains
+--objectives taco only against the study it varies. Options after `--` go to every
+pre-training fairseq-train call (not those the comparison sets itself, such as --seed).
 
 Example (a toy run on the CPU; docs/results.md has the study's command):
 
@@ -29,77 +30,56 @@ Example (a toy run on the CPU; docs/results.md has the study's command):
 """
 
 import argparse
+import dataclasses
 import json
-import os
-import platform
 import shlex
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from taco_fairseq.comparison.objectives import available_objectives
-from taco_fairseq.comparison.pretraining import PretrainSettings, changed_options, option_values
-from taco_fairseq.comparison.figures import plot_figures
-from taco_fairseq.comparison.report import markdown_report
-from taco_fairseq.comparison.tables import (
+from taco_fairseq.comparison.pretraining import PretrainSettings
+from taco_fairseq.comparison.record import (
     COMMAND_FILE,
-    read_reference,
-    write_checkpoints_csv,
-    write_summary_csv,
+    STUDY_FILE,
+    StudyRecord,
+    check_reported,
+    no_study,
+    read_record,
 )
-from taco_fairseq.comparison.statistics import PRIMARY_ENDPOINTS, PrimaryEndpoint, ScoreTable
-from taco_fairseq.comparison.study import (
-    MeasureInputs,
-    PhaseTimer,
-    StudyOptions,
-    finetune_all,
-    initial_checkpoints,
-    measure_checkpoints,
-    chosen_points,
-    pretrain_all,
-    read_measures,
-    read_search,
-    scores_of,
-    search_points,
-    set_threads,
-    study_checkpoints,
-)
+from taco_fairseq.comparison.run import report_study, run_study
+from taco_fairseq.comparison.statistics import PRIMARY_ENDPOINTS
+from taco_fairseq.comparison.study import StudyOptions, read_search
+from taco_fairseq.comparison.tables import read_reference
 from taco_fairseq.cli.argtypes import positive, seed
 from taco_fairseq.cli.glue_options import parse_update_caps, split_fairseq_args
 from taco_fairseq.glue.pretrained import check_glue_data_fits
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
 from taco_fairseq.glue.runner import check_fairseq_args, check_given_once
-from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.glue.tasks import get_tasks
 from taco_fairseq.logs import configure_logging
 from taco_fairseq.prep.pretraining import INFO_FILE
 
-#: What a study's --out holds once taco-compare has run there (the phases' files: study.py).
-STUDY_FILES = (COMMAND_FILE, "pretrain", "measures", "finetune")
 
-#: The options a ``--report-only`` call may give otherwise than ``OUT/command.txt``
-#: (:func:`check_recorded_study`): where the study's files lie (paths, written relative to the
-#: directory the study ran in, which command.txt does not record; the report reads none of
-#: --data, --glue-data and --heldout-text, and --finetune-search-from is checked against
-#: OUT/search.json), how the runs ran, the report's own options, and, after ``--``, what the
-#: rerun check of a pre-training lets differ (--user-dir, :func:`.pretraining.check_same_options`).
-#: Every other option says what the study is and must be the recorded one.
-REPORT_ONLY_MAY_DIFFER = ("--out", "--data", "--glue-data", "--heldout-text",
-                          "--finetune-search-from", "--jobs", "--cpu", "--report-only",
-                          "--reference", "-- --user-dir")
+class _RaisingParser(argparse.ArgumentParser):
+    """An argument parser whose errors raise ValueError (argparse's message) instead of
+    printing the usage and exiting: for a recorded command line, not this call's."""
+
+    def error(self, message):
+        raise ValueError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     """taco-compare's options (module doc); what comes after ``--`` is split off first
-    (:func:`taco_fairseq.cli.glue_options.split_fairseq_args`)."""
-    parser = argparse.ArgumentParser(
+    (:func:`taco_fairseq.cli.glue_options.split_fairseq_args`). ``raise_errors``: the parser's
+    errors raise ValueError instead of exiting (for a recorded command line)."""
+    parser = (_RaisingParser if raise_errors else argparse.ArgumentParser)(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     small = default_point("small")
     parser.add_argument("--data", type=Path, required=True, help="pre-training data-bin")
     parser.add_argument("--glue-data", type=Path, required=True,
                         help="GLUE tasks prepared with the data-bin's vocabulary "
                         "(taco-prepare-glue --pretraining-data DATA)")
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
     group = parser.add_argument_group("pre-training")
     group.add_argument("--objectives", nargs="+", default=["mlm", "taco"], metavar="NAME",
                        help="recipes to compare; the first is the baseline (default: "
@@ -187,6 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "linear probes) or pos-ambiguous (the part-of-speech probe's accuracy "
                         "on ambiguous words), each at each objective's last checkpoint; every "
                         "other verdict is exploratory (default: %(default)s)")
+    add_call_options(parser.add_argument_group(
+        "this call (--report-only --out OUT alone reports the study recorded there)"))
+    return parser
+
+
+def add_call_options(parser, out_required: bool = True) -> None:
+    """The options of one taco-compare call rather than of its study: ``--out`` (where the
+    study is), ``--jobs``, ``--cpu``, ``--report-only`` and ``--reference``, to ``parser`` (a
+    parser or an argument group)."""
+    parser.add_argument("--out", type=Path, required=out_required, help="output directory")
     parser.add_argument("--jobs", type=positive(int), default=1,
                         help="pre-trainings, checkpoint measures and fine-tunings side by "
                         "side; on the CPU each gets cores/jobs threads")
@@ -194,10 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: write the report of what has finished so far (e.g. "
                         "while the runs go on, or after an interruption; before any "
-                        "fine-tuning has finished, of the checkpoint measures); give the "
-                        "command recorded in OUT/command.txt: an option that says what the "
-                        "study is and differs from it is an error (the paths, --jobs, --cpu "
-                        "and --reference may differ; the options after `--` may be left out)")
+                        "fine-tuning has finished, of the checkpoint measures) of the study "
+                        "recorded in OUT/study.json (--out alone suffices); given the study's "
+                        "options, one that says what the study is and differs from the record "
+                        "is an error (the paths, --jobs, --cpu and --reference may differ; the "
+                        "options after `--` may be left out)")
     parser.add_argument("--reference", type=Path, metavar="REF_OUT",
                         help="another study's --out (its checkpoints.csv, and summary.csv if "
                         "there is one): the report adds, per measure and checkpoint (matched "
@@ -205,93 +196,81 @@ def build_parser() -> argparse.ArgumentParser:
                         "REF_OUT's of each objective, as a description without test (e.g. a "
                         "control that trains --objectives taco only, against the study it "
                         "varies)")
-    return parser
 
 
 def parse_options(argv) -> Tuple[StudyOptions, bool]:
-    """The study's options and whether only the report is asked for (``--report-only``)."""
+    """The study's options on the command line ``argv``, their values checked
+    (:func:`study_options`) and then its input files, before anything runs; and whether only
+    the report is asked for (``--report-only``). Exits (argparse's usage and a one-line error,
+    code 2) on options that do not fit."""
     own, fairseq_args = split_fairseq_args(argv)
     parser = build_parser()
     args = parser.parse_args(own)
     try:
-        for option in ("--objectives", "--pretrain-seeds", "--seeds", "--finetune-lr",
-                       "--finetune-epochs"):
-            check_given_once(option, getattr(args, option[2:].replace("-", "_")))
-        if not args.tasks and not args.final_tasks and args.primary_endpoint == "glue-average":
-            raise ValueError(
-                "neither --tasks nor --final-tasks: give --final-tasks TASK... (fine-tuned at "
-                "the last checkpoint) or --tasks TASK... (at every checkpoint); the primary "
-                "endpoint (--primary-endpoint glue-average, the default) is their average "
-                "(without fine-tuning, declare a probe's primary endpoint)")
-        if (args.tasks or args.final_tasks) and not args.seeds:
-            raise ValueError("--tasks/--final-tasks without --seeds: give the fine-tuning "
-                             "seeds, e.g. --seeds 1 2 3")
-        finetuned = get_tasks([*args.tasks, *args.final_tasks])
-        if args.no_probes and args.probe_tasks:
-            raise ValueError("--probe-tasks with --no-probes: give one of them")
-        probed = ([] if args.no_probes else get_tasks(args.probe_tasks) if args.probe_tasks
-                  else finetuned)
-        if args.primary_endpoint == "probe-average" and not probed:
-            raise ValueError("--primary-endpoint probe-average without probes (--no-probes, or "
-                             "neither --probe-tasks nor fine-tuned tasks): the primary endpoint "
-                             "would never be measured; give --probe-tasks TASK... or declare "
-                             "another --primary-endpoint")
-        if (args.conllu_train is None) != (args.conllu_test is None):
-            raise ValueError("--conllu-train and --conllu-test go together: the probe is "
-                             "trained on one treebank and scored on the other")
-        if args.primary_endpoint == "pos-ambiguous" and args.conllu_train is None:
-            raise ValueError("--primary-endpoint pos-ambiguous without --conllu-train/"
-                             "--conllu-test: the primary endpoint would never be measured")
-        mlm_texts = named_files(args.heldout_mlm_text, "--heldout-mlm-text")
-        caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
-                                 "--tasks or --final-tasks")
-        check_fairseq_args(caps, shlex.split(args.finetune_options))
-        settings = PretrainSettings(
-            data=args.data, arch=args.arch, max_update=args.max_update,
-            checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),
-            objective_max_update=objective_max_updates(args.objective_max_update,
-                                                       args.objectives),
-            tokens_per_sample=args.tokens_per_sample, batch_size=args.batch_size,
-            update_freq=args.update_freq, lr=args.lr,
-            warmup_updates=(args.warmup_updates if args.warmup_updates is not None
-                            else min(10000, max(1, args.max_update // 10))),
-            cpu=args.cpu, extra=tuple(fairseq_args))
-        unknown = [o for o in args.objectives if o not in available_objectives()]
-        if unknown:
-            raise ValueError(f"--objectives {unknown}: no such recipe; choose from "
-                             f"{', '.join(available_objectives())}")
+        options = study_options(args, fairseq_args)
     except ValueError as e:
         parser.error(str(e))
-    unprepared = sorted({t.name for t in [*finetuned, *probed]
-                         if not (args.glue_data / t.name / INFO_FILE).is_file()})
-    if unprepared:  # found now, not after hours of pre-training
-        parser.error(f"--glue-data {args.glue_data}: {', '.join(unprepared)} not prepared (no "
-                     f"{INFO_FILE}); prepare them with taco-prepare-glue --tasks "
-                     f"{' '.join(unprepared)}")
-    if not (args.data / "dict.txt").is_file():
-        parser.error(f"--data {args.data}: no dict.txt (prepare it with "
-                     "taco-prepare-data)")
-    why = check_heldout_text(args.heldout_text) or check_heldout_text(
-        [path for _, path in mlm_texts], "--heldout-mlm-text")
-    if why:  # read in phase 2, after hours of pre-training
-        parser.error(why)
-    if args.conllu_train is not None:  # read now, not after hours of pre-training
-        from taco_fairseq.analysis.conllu import CoNLLUError, read_conllu
+    check_inputs(options, parser)
+    if args.finetune_search_from is not None:
+        check_search(options, args.finetune_search_from, parser, copy=not args.report_only)
+    if options.reference is not None:
+        check_reference(options, parser)
+    return options, args.report_only
 
-        for option, path in (("--conllu-train", args.conllu_train),
-                             ("--conllu-test", args.conllu_test)):
-            try:
-                read_conllu(path)
-            except (FileNotFoundError, CoNLLUError) as e:
-                parser.error(f"{option}: {e}")
-    for task in dict.fromkeys(t.name for t in [*finetuned, *probed]):  # before phase 1
-        try:
-            check_glue_data_fits(args.data, args.glue_data / task, f"{args.out / 'pretrain'}/*/"
-                                 f"checkpoints/*.pt (to be pre-trained on --data {args.data})")
-        except (FileNotFoundError, ValueError) as e:
-            parser.error(f"--glue-data {args.glue_data} (checked against --data {args.data} "
-                         f"before pre-training): {e}")
-    options = StudyOptions(
+
+def study_options(args: argparse.Namespace, fairseq_args: Sequence[str]) -> StudyOptions:
+    """The study's options of arguments parsed by :func:`build_parser` and of the
+    ``fairseq-train`` options after ``--``, their values checked (no file is read).
+
+    Raises:
+        ValueError: an option does not fit (naming it and what to give).
+    """
+    for option in ("--objectives", "--pretrain-seeds", "--seeds", "--finetune-lr",
+                   "--finetune-epochs"):
+        check_given_once(option, getattr(args, option[2:].replace("-", "_")))
+    if not args.tasks and not args.final_tasks and args.primary_endpoint == "glue-average":
+        raise ValueError(
+            "neither --tasks nor --final-tasks: give --final-tasks TASK... (fine-tuned at "
+            "the last checkpoint) or --tasks TASK... (at every checkpoint); the primary "
+            "endpoint (--primary-endpoint glue-average, the default) is their average "
+            "(without fine-tuning, declare a probe's primary endpoint)")
+    if (args.tasks or args.final_tasks) and not args.seeds:
+        raise ValueError("--tasks/--final-tasks without --seeds: give the fine-tuning "
+                         "seeds, e.g. --seeds 1 2 3")
+    finetuned = get_tasks([*args.tasks, *args.final_tasks])
+    if args.no_probes and args.probe_tasks:
+        raise ValueError("--probe-tasks with --no-probes: give one of them")
+    probed = ([] if args.no_probes else get_tasks(args.probe_tasks) if args.probe_tasks
+              else finetuned)
+    if args.primary_endpoint == "probe-average" and not probed:
+        raise ValueError("--primary-endpoint probe-average without probes (--no-probes, or "
+                         "neither --probe-tasks nor fine-tuned tasks): the primary endpoint "
+                         "would never be measured; give --probe-tasks TASK... or declare "
+                         "another --primary-endpoint")
+    if (args.conllu_train is None) != (args.conllu_test is None):
+        raise ValueError("--conllu-train and --conllu-test go together: the probe is "
+                         "trained on one treebank and scored on the other")
+    if args.primary_endpoint == "pos-ambiguous" and args.conllu_train is None:
+        raise ValueError("--primary-endpoint pos-ambiguous without --conllu-train/"
+                         "--conllu-test: the primary endpoint would never be measured")
+    mlm_texts = named_files(args.heldout_mlm_text, "--heldout-mlm-text")
+    caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
+                             "--tasks or --final-tasks")
+    check_fairseq_args(caps, shlex.split(args.finetune_options))
+    settings = PretrainSettings(
+        data=args.data, arch=args.arch, max_update=args.max_update,
+        checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),
+        objective_max_update=objective_max_updates(args.objective_max_update, args.objectives),
+        tokens_per_sample=args.tokens_per_sample, batch_size=args.batch_size,
+        update_freq=args.update_freq, lr=args.lr,
+        warmup_updates=(args.warmup_updates if args.warmup_updates is not None
+                        else min(10000, max(1, args.max_update // 10))),
+        cpu=args.cpu, extra=tuple(fairseq_args))
+    unknown = [o for o in args.objectives if o not in available_objectives()]
+    if unknown:
+        raise ValueError(f"--objectives {unknown}: no such recipe; choose from "
+                         f"{', '.join(available_objectives())}")
+    return StudyOptions(
         out=args.out, objectives=args.objectives, pretrain_seeds=args.pretrain_seeds,
         settings=settings, glue_data=args.glue_data,
         tasks=[t.name for t in get_tasks(args.tasks)],
@@ -308,18 +287,90 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
         conllu_test=args.conllu_test, mlm_texts=mlm_texts, jobs=args.jobs, cpu=args.cpu,
         reference=args.reference,
     )
-    if args.finetune_search_from is not None:
-        check_search(options, args.finetune_search_from, parser, copy=not args.report_only)
-    if args.reference is not None:
-        if args.reference.resolve() == args.out.resolve():
-            parser.error(f"--reference {args.reference} is --out itself: give the --out of "
-                         "another study")
-        try:  # checked now, not after the runs
-            read_reference(args.reference, options.pretrain_seeds,
-                           options.settings.checkpoint_updates)
-        except (OSError, ValueError) as e:
-            parser.error(f"--reference {args.reference}: {e}")
-    return options, args.report_only
+
+
+def check_inputs(options: StudyOptions, parser: argparse.ArgumentParser) -> None:
+    """The input files of ``options`` that the phases read, checked before anything runs
+    (not after hours of pre-training): the GLUE tasks prepared for --data, --data's
+    dict.txt, the held-out texts and treebanks. Exits through ``parser.error`` (a one-line
+    error naming the option and what to do) on the first that does not fit."""
+    tasks = list(dict.fromkeys([*options.tasks, *options.final_tasks, *options.probe_tasks]))
+    unprepared = sorted(t for t in tasks if not (options.glue_data / t / INFO_FILE).is_file())
+    if unprepared:
+        parser.error(f"--glue-data {options.glue_data}: {', '.join(unprepared)} not prepared "
+                     f"(no {INFO_FILE}); prepare them with taco-prepare-glue --tasks "
+                     f"{' '.join(unprepared)}")
+    data = options.settings.data
+    if not (data / "dict.txt").is_file():
+        parser.error(f"--data {data}: no dict.txt (prepare it with taco-prepare-data)")
+    why = check_heldout_text(options.heldout_text) or check_heldout_text(
+        [path for _, path in options.mlm_texts], "--heldout-mlm-text")
+    if why:  # read in phase 2
+        parser.error(why)
+    if options.conllu_train is not None:
+        from taco_fairseq.analysis.conllu import CoNLLUError, read_conllu
+
+        for option, path in (("--conllu-train", options.conllu_train),
+                             ("--conllu-test", options.conllu_test)):
+            try:
+                read_conllu(path)
+            except (FileNotFoundError, CoNLLUError) as e:
+                parser.error(f"{option}: {e}")
+    for task in tasks:  # checked against the fingerprints the checkpoints will record
+        try:
+            check_glue_data_fits(data, options.glue_data / task, f"{options.out / 'pretrain'}/*/"
+                                 f"checkpoints/*.pt (to be pre-trained on --data {data})")
+        except (FileNotFoundError, ValueError) as e:
+            parser.error(f"--glue-data {options.glue_data} (checked against --data {data} "
+                         f"before pre-training): {e}")
+
+
+def check_reference(options: StudyOptions, parser: argparse.ArgumentParser) -> None:
+    """``--reference``: another study's --out whose checkpoints.csv fits this study's seeds
+    and checkpoints (:func:`taco_fairseq.comparison.tables.read_reference`), checked now, not
+    after the runs. Exits through ``parser.error`` (naming it and what to do) otherwise."""
+    if options.reference.resolve() == options.out.resolve():
+        parser.error(f"--reference {options.reference} is --out itself: give the --out of "
+                     "another study")
+    try:
+        read_reference(options.reference, options.pretrain_seeds,
+                       options.settings.checkpoint_updates)
+    except (OSError, ValueError) as e:
+        parser.error(f"--reference {options.reference}: {e}")
+
+
+def read_command(command: str) -> StudyOptions:
+    """The options of a ``taco-compare`` command line as an older taco-compare recorded it
+    (``OUT/command.txt``, :func:`taco_fairseq.comparison.record.read_record`): its words from
+    the first option on (the program may be ``taco-compare`` or ``python
+    scripts/compare_objectives.py``), parsed and checked as :func:`study_options` does; options
+    this taco-compare no longer has are left out, and no file is read.
+
+    Raises:
+        ValueError: the command does not parse, or an option does not fit (the message says
+            which).
+    """
+    words = shlex.split(command)
+    first = next((i for i, word in enumerate(words) if word.startswith("-")), len(words))
+    own, fairseq_args = split_fairseq_args(words[first:])
+    args, _ = build_parser(raise_errors=True).parse_known_args(own)
+    return study_options(args, fairseq_args)
+
+
+def recorded_study_call(argv: Sequence[str]) -> Optional[argparse.Namespace]:
+    """The call options (:func:`add_call_options`) of a ``--report-only`` call that gives no
+    option of the study: its options are the record's. None: ``argv`` gives study options (or
+    is no --report-only call). Exits (a one-line error) on ``--report-only`` without
+    ``--out``."""
+    own, fairseq_args = split_fairseq_args(argv)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    add_call_options(parser, out_required=False)
+    call, rest = parser.parse_known_args(own)
+    if not call.report_only or rest or fairseq_args:
+        return None
+    if call.out is None:
+        parser.error("--report-only without --out: give the --out of the study to report")
+    return call
 
 
 def objective_max_updates(specs: Sequence[str], objectives: Sequence[str]
@@ -441,280 +492,54 @@ def check_search(options: StudyOptions, source: Path, parser, copy: bool = True)
     target.write_text(json.dumps(search, indent=2) + "\n")
 
 
-def machine() -> str:
-    """The report's ``Machine:`` line: platform, CPU cores, the GPU (or the CPU) and the
-    Python, torch and fairseq versions."""
-    import fairseq
-    import torch
-
-    device = (torch.cuda.get_device_name(0) if torch.cuda.is_available()
-              else f"CPU only ({platform.processor() or platform.machine()})")
-    return (f"{platform.platform()}, {os.cpu_count()} cores, {device}; Python "
-            f"{platform.python_version()}, torch {torch.__version__}, fairseq "
-            f"{fairseq.__version__}")
-
-
 def main(argv=None) -> None:
-    """taco-compare (module doc): the phases, or with ``--report-only`` none, then the report.
-    Exits with a one-line error (SystemExit) on options that do not fit, a --out without a
-    study for --report-only or --report-only options that differ from the study's recorded
-    command (:func:`check_recorded_study`), or nothing to report yet."""
+    """taco-compare (module doc): the phases, or with ``--report-only`` none, then the report
+    (:mod:`taco_fairseq.comparison.run`). Exits with a one-line error (SystemExit) on options
+    that do not fit, a --out without a study for --report-only, a call that does not continue
+    the recorded study or reports it with other options (:mod:`taco_fairseq.comparison.record`),
+    runs that fail, or nothing to report yet."""
     argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
     # force: importing fairseq (its wav2vec2_classification) set the root logger to DEBUG
     configure_logging()
-    options, report_only = parse_options(argv)
-    if report_only:  # before anything is written
-        why = no_study(options.out)
-        if why:
-            sys.exit(f"error: --out {options.out}: {why}")
-    options.out.mkdir(parents=True, exist_ok=True)
     command = "taco-compare " + shlex.join(argv)
-    timer = PhaseTimer(options.out)
-    recorded = options.out / COMMAND_FILE
-    before = recorded.read_text(encoding="utf-8") if recorded.is_file() else None
-    if before is not None and report_only:  # the report is of the recorded study
-        try:
-            check_recorded_study(argv, recorded)
-        except ValueError as e:
-            sys.exit(f"error: {e}")
-    elif before is not None:
-        declared = recorded_primary_endpoint(before)
-        if declared != options.primary_endpoint:
-            sys.exit(f"error: --primary-endpoint {options.primary_endpoint}: {recorded} records "
-                     f"{declared} for this study (the primary endpoint is declared before the "
-                     f"results are seen); give --primary-endpoint {declared}, or use another "
-                     "--out for a new study")
+    call = recorded_study_call(argv)
+    if call is None:
+        options, report_only = parse_options(argv)
+        out = options.out
+    else:
+        report_only, out = True, call.out
+    if report_only:  # before anything is written
+        why = no_study(out)
+        if why:
+            sys.exit(f"error: --out {out}: {why}")
     try:
-        if report_only:
-            measures = read_measures(options)
-            scores = scores_of(finished_finetunings(options.out), chosen_points(options))
-        else:
-            recorded.write_text(command + "\n", encoding="utf-8")
-            measures, scores = run_phases(options, timer)
+        recorded = read_record(out, read_command)
+        if call is not None:
+            options = recorded_options(call, recorded)
+        elif report_only and recorded is not None:
+            check_reported(recorded, options, fairseq_options=bool(split_fairseq_args(argv)[1]))
+        (report_study if report_only else run_study)(options, command, recorded)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
-        if not report_only:  # the runs were not made with this command (e.g. other options)
-            if before is None:
-                recorded.unlink()
-            else:
-                recorded.write_text(before, encoding="utf-8")
         sys.exit(f"error: {e}")
-    if not measures and not scores:
-        sys.exit(f"error: --out {options.out}: nothing to report yet (no checkpoint measured in "
-                 "measures/, no fine-tuning finished in finetune/: each checkpoint is measured "
-                 "as soon as it is saved; follow pretrain/*/train.log meanwhile)")
-    print("== 5/5 report", flush=True)
-    write_report(options, command_lines(options.out, command, report_only), measures, scores,
-                 timer.seconds)
 
 
-def no_study(out: Path) -> Optional[str]:
-    """Why ``out`` holds no study for ``--report-only`` to report on, with what to do (None:
-    it holds one: a recorded command, pre-training runs, measures or fine-tunings)."""
-    if not out.is_dir():
-        missing = "no such directory"
-    elif not any((out / name).exists() for name in STUDY_FILES):
-        missing = f"none of {', '.join(STUDY_FILES)} in it"
-    else:
-        return None
-    return (f"no study here ({missing}; give the --out of a taco-compare study, or run "
-            "taco-compare without --report-only to start one)")
-
-
-def finished_finetunings(out: Path) -> List[dict]:
-    """The results of the fine-tunings finished under ``OUT/finetune`` (``metrics.json``
-    contents, :func:`taco_fairseq.glue.summary.collect_results`); none before the first."""
-    try:
-        return collect_results(out / "finetune")
-    except FileNotFoundError:  # no fine-tuning finished yet: a report of the measures
-        return []
-
-
-def recorded_primary_endpoint(command: str) -> str:
-    """The ``--primary-endpoint`` of a recorded ``taco-compare`` command (its default when
-    the command has none, as before the option existed)."""
-    own, _ = split_fairseq_args(shlex.split(command)[1:])
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--primary-endpoint", default="glue-average")
-    return parser.parse_known_args(own)[0].primary_endpoint
-
-
-def study_values(argv: Sequence[str]) -> Dict[str, List[str]]:
-    """The options of a taco-compare command line as it parses them (defaults filled in, as
-    strings; ``--checkpoint-updates`` sorted, as the study uses them; a flag not given and an
-    option without a value, or with an empty one, left out), and its ``fairseq-train``
-    options after ``--`` as ``"-- NAME"``
-    (:func:`taco_fairseq.comparison.pretraining.option_values`). Options a later taco-compare
-    no longer has are left out (they cannot change this one's report).
+def recorded_options(call: argparse.Namespace, recorded: Optional[StudyRecord]) -> StudyOptions:
+    """The options of a ``--report-only`` call that gives no option of the study
+    (:func:`recorded_study_call`): the ``recorded`` study's, with the call's ``--jobs`` and
+    ``--reference`` (checked as :func:`parse_options` checks it: exits on one that does not
+    fit).
 
     Raises:
-        ValueError: ``argv`` does not parse (argparse's message).
+        ValueError: nothing records the study's options.
     """
-    own, fairseq_args = split_fairseq_args(argv)
-    parser = build_parser()
-
-    def error(message):
-        raise ValueError(message)
-
-    parser.error = error  # argparse's own errors call it (instead of printing and exiting)
-    args = parser.parse_known_args(own)[0]
-    values = {}
-    for action in parser._actions:
-        value = getattr(args, action.dest, None)
-        if (not action.option_strings or action.dest == "help" or value is None
-                or value is False or value in ("", [])):
-            continue
-        if action.dest == "checkpoint_updates":
-            value = sorted(set(value))
-        values[action.option_strings[0]] = (
-            [] if value is True else [str(v) for v in value] if isinstance(value, list)
-            else [str(value)])
-    values.update({f"-- {name}": v for name, v in option_values(fairseq_args).items()})
-    return values
-
-
-def check_recorded_study(argv: Sequence[str], recorded: Path) -> None:
-    """A ``--report-only`` call's options (``argv``) against the command that ran the study
-    (``recorded``, ``OUT/command.txt``): the report is of the recorded study, so every option
-    but those of :data:`REPORT_ONLY_MAY_DIFFER` must be the recorded one (options after ``--``
-    are compared only when ``argv`` gives some: the report reads none of them).
-
-    Raises:
-        ValueError: naming each option that differs (recorded → given) and the recorded
-            command to repeat with ``--report-only``; or ``recorded`` does not parse.
-    """
-    command = recorded.read_text(encoding="utf-8").strip()
-    ran = shlex.split(command)[1:]
-    try:
-        before = study_values(ran)
-    except ValueError as e:
-        raise ValueError(f"{recorded}: not a taco-compare command ({e}): cannot check the "
-                         "options against it; give --out of a taco-compare study") from None
-    now = study_values(argv)
-    if not split_fairseq_args(argv)[1]:
-        before = {k: v for k, v in before.items() if not k.startswith("-- ")}
-    changed = changed_options(before, now, REPORT_ONLY_MAY_DIFFER)
-    if changed:
-        raise ValueError(
-            f"--report-only: {'; '.join(changed)} (recorded in {recorded} → given here): the "
-            "report is of the study that command ran, and these options say what it is; "
-            "repeat the recorded command with --report-only (only the paths, --jobs, --cpu and "
-            "--reference may be changed): taco-compare "
-            + shlex.join(["--report-only", *_with_out(ran, now["--out"][0])]))
-
-
-def _with_out(ran: Sequence[str], given: str) -> List[str]:
-    """The recorded command ``ran`` with the ``--out`` ``given`` (the study being reported,
-    perhaps a copy), so that repeating it cannot write into the recorded directory."""
-    own, fairseq_args = split_fairseq_args(ran)
-    command = [f"--out={given}" if a.startswith("--out=") else a for a in own]
-    for i, a in enumerate(command[:-1]):
-        if a == "--out":
-            command[i + 1] = str(given)
-    return [*command, *(["--", *fairseq_args] if fairseq_args else [])]
-
-
-def command_lines(out: Path, command: str, report_only: bool) -> List[str]:
-    """The report's ``Command:`` line: ``command``, or after ``--report-only`` the command that
-    ran the phases last (``OUT/command.txt``) and a line naming the ``--report-only`` call."""
-    if not report_only:
-        return [f"Command: `{command}`"]
-    path = Path(out) / COMMAND_FILE
-    ran = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
-    return [f"Command: `{ran}`" if ran else
-            f"Command: not recorded ({path} does not exist: the runs were made by a taco-compare "
-            "that did not record it, or none has run in this --out)", "",
-            f"Report written by `{command}` (--report-only: it ran nothing)."]
-
-
-def run_phases(options: StudyOptions, timer: PhaseTimer):
-    """Phases 1-4 (taco_fairseq/comparison/study.py); returns the checkpoint measures and
-    the dev scores."""
-    set_threads(options)
-    s = options.settings
-    stops = "".join(f", {o} to {n}" for o, n in s.objective_max_update)
-    print(f"== 1/5 pre-training {len(options.runs)} runs "
-          f"({', '.join(r.name for r in options.runs)}) to {s.max_update} updates{stops}, "
-          f"{options.jobs} at a time", flush=True)
-    inputs = MeasureInputs(options)
-
-    def record():  # checkpoints.csv of every row so far, after each checkpoint measured
-        measures = read_measures(options)
-        write_checkpoints_csv(measures, options.out / "checkpoints.csv")
-        print(f"   measured {len(measures)} checkpoints so far "
-              f"({options.out / 'checkpoints.csv'})", flush=True)
-
-    def measure(found):  # phase 2 beside phase 1: each checkpoint as soon as it is saved
-        measure_checkpoints(options, found, inputs, record)
-
-    with timer.phase("pre-training"):
-        pretrain_all(options, measure)
-    found = study_checkpoints(options)
-    initial = initial_checkpoints(options)
-    print(f"== 2/5 validation loss, contextual score, neighbour attention and probes "
-          f"({', '.join(options.probe_tasks) or 'none'}) of {len(found)} checkpoints and "
-          f"{len(initial)} initializations", flush=True)
-    with timer.phase("checkpoint measures"):  # those not measured beside phase 1
-        measures = measure_checkpoints(options, [*initial, *found])
-    if not (options.tasks or options.final_tasks):
-        print("== 3/5 and 4/5: no fine-tuning (neither --tasks nor --final-tasks)", flush=True)
-        return measures, []
-    reused = {e["searched_in"] for e in read_search(options.out).values() if "searched_in" in e}
-    if reused:
-        print(f"== 3/5 fine-tuning points from {', '.join(sorted(reused))} (no search)",
-              flush=True)
-    elif len(options.points) > 1:
-        print(f"== 3/5 fine-tuning search over {len(options.points)} points at "
-              f"{options.last_updates} updates", flush=True)
-    else:
-        print(f"== 3/5 fine-tuning with one point: {options.points[0].label}", flush=True)
-    with timer.phase("fine-tuning search"):
-        points = search_points(options, found)
-    last = [c for c in found if c.updates == options.last_updates]
-    print(f"== 4/5 fine-tuning "
-          + (f"{len(found)} checkpoints on {', '.join(options.tasks)} (+ "
-             f"{', '.join(options.final_tasks) or 'nothing'} at the last)" if options.tasks else
-             f"the {len(last)} last checkpoints on {', '.join(options.final_tasks)}")
-          + f" x seeds {options.seeds}", flush=True)
-    with timer.phase("fine-tuning"):
-        scores = finetune_all(options, found, points)
-    return measures, scores
-
-
-def write_report(options: StudyOptions, command: List[str], measures, scores, timings) -> None:
-    """summary.csv, checkpoints.csv, the figures and report.md in OUT (its header with the
-    ``command`` lines, :func:`command_lines`); prints the report. Without ``scores`` (no
-    fine-tuning finished yet) summary.csv has its header only and the report is of the
-    ``measures``; with ``options.reference``, it describes the runs against that study's
-    (:func:`taco_fairseq.comparison.tables.read_reference`)."""
-    out = options.out
-    try:  # read again (parse_options checked it): the reference may have reported since
-        reference = None if options.reference is None else read_reference(
-            options.reference, options.pretrain_seeds, options.settings.checkpoint_updates)
-    except (OSError, ValueError) as e:
-        sys.exit(f"error: --reference {options.reference}: {e}")
-    write_summary_csv(scores, out / "summary.csv")
-    write_checkpoints_csv(measures, out / "checkpoints.csv")
-    table = ScoreTable(scores) if scores else None
-    baseline = options.objectives[0]
-    figures = plot_figures(table, measures, baseline, out)
-    header = "\n".join([
-        "# Objective comparison", "", *command, "",
-        f"Machine: {machine()}", "",
-        "Scores: GLUE dev, points (MCC for CoLA, F1 for MRPC, Spearman for STS-B, accuracy "
-        "otherwise); "
-        + ("averages over the tasks fine-tuned at every checkpoint." if options.tasks else
-           f"averages over the tasks fine-tuned at the last checkpoint only (--final-tasks "
-           f"{' '.join(options.final_tasks)})."),
-    ])
-    primary = PrimaryEndpoint(options.primary_endpoint, options.last_updates,
-                              tuple(options.average_tasks), tuple(options.pretrain_seeds),
-                              options.settings.objective_max_update)
-    report = markdown_report(table, measures, baseline, header, timings,
-                             read_search(options.out), primary, figures, reference)
-    (out / "report.md").write_text(report, encoding="utf-8")
-    print(report)
-    print(f"wrote {out / 'summary.csv'}, {out / 'checkpoints.csv'}, {out / 'report.md'} and the "
-          "figures", flush=True)
+    if recorded is None:
+        raise ValueError(f"--out {call.out}: no {STUDY_FILE} (nor the {COMMAND_FILE} of an "
+                         "older taco-compare) records the study's options; give them with "
+                         "--report-only")
+    options = dataclasses.replace(recorded.options, jobs=call.jobs, reference=call.reference)
+    if options.reference is not None:
+        check_reference(options, build_parser())
+    return options
 
 
 if __name__ == "__main__":

@@ -54,6 +54,19 @@ STUDY_OPTIONS = {
 }
 
 
+def study_field(option: str, *, where: bool = False, **kwargs):
+    """A field of a study's options (:class:`PretrainSettings`, :class:`.study.StudyOptions`)
+    that ``OUT/study.json`` records (:mod:`.record`), set by taco-compare's ``option`` (``--``:
+    the ``fairseq-train`` options after it), which names it to the user.
+
+    Args:
+        where: it says where the study's files lie or how its runs ran (a path, ``--cpu``), not
+            what the study is: a ``--report-only`` call may give it otherwise than the record.
+        kwargs: as :func:`dataclasses.field` (``default``).
+    """
+    return field(metadata={"option": option, "where": where}, **kwargs)
+
+
 @dataclass(frozen=True)
 class PretrainRun:
     """One pre-training run: an objective (a recipe name) and a seed."""
@@ -87,25 +100,27 @@ class PretrainSettings:
         cpu: train on the CPU (``--cpu``).
         extra: further ``fairseq-train`` options, appended last, none of
             :data:`STUDY_OPTIONS`.
+        recipes_dir: where the objectives' recipes lie (:mod:`.objectives`; not recorded).
 
     Raises:
         ValueError: bad checkpoint updates or warm-up, or an option of :data:`STUDY_OPTIONS`
             in ``extra``.
     """
 
-    data: Path
-    arch: str
-    max_update: int
-    checkpoint_updates: Tuple[int, ...]
-    objective_max_update: Tuple[Tuple[str, int], ...] = ()
-    tokens_per_sample: int = 128
-    batch_size: int = 32
-    update_freq: int = 1
-    lr: float = 5e-4
-    warmup_updates: int = 1000
-    cpu: bool = False
-    extra: Sequence[str] = field(default_factory=tuple)
-    recipes_dir: Path = RECIPES_DIR
+    data: Path = study_field("--data", where=True)
+    arch: str = study_field("--arch")
+    max_update: int = study_field("--max-update")
+    checkpoint_updates: Tuple[int, ...] = study_field("--checkpoint-updates")
+    objective_max_update: Tuple[Tuple[str, int], ...] = study_field("--objective-max-update",
+                                                                    default=())
+    tokens_per_sample: int = study_field("--tokens-per-sample", default=128)
+    batch_size: int = study_field("--batch-size", default=32)
+    update_freq: int = study_field("--update-freq", default=1)
+    lr: float = study_field("--lr", default=5e-4)
+    warmup_updates: int = study_field("--warmup-updates", default=1000)
+    cpu: bool = study_field("--cpu", where=True, default=False)
+    extra: Sequence[str] = study_field("--", default=())
+    recipes_dir: Path = field(default=RECIPES_DIR, metadata={"recorded": False})
 
     def __post_init__(self):
         updates = self.checkpoint_updates

@@ -29,7 +29,7 @@ from .statistics import (
     speedup,
     with_holm,
 )
-from .tables import COMMAND_FILE, ReferenceStudy, as_written
+from .tables import ReferenceStudy, as_written
 
 
 def markdown_report(table: Optional[ScoreTable], measures: Sequence[Mapping], baseline: str,
@@ -387,8 +387,7 @@ def reference_section(measured: MeasureTable, table: Optional[ScoreTable],
              "no interval, no test, no verdict. At 0 updates equal values say both started "
              "from the same network.", "",
              f"Reference command: `{reference.command}`" if reference.command else
-             f"Reference command: not recorded ({reference.out / COMMAND_FILE} does not "
-             "exist)"]
+             f"Reference command: not recorded in {reference.out}"]
     for o in measured.objectives:
         for r in sorted(theirs.objectives, key=lambda x: x != o):
             lines += ["", f"### this study's {o} − the reference's {r}", "", COMPARISON_HEADER,

@@ -45,6 +45,7 @@ from .pretraining import (
     checkpoints,
     pretrain,
     save_initialization,
+    study_field,
     validation_losses,
 )
 from .statistics import Score
@@ -54,9 +55,11 @@ logger = logging.getLogger(__name__)
 _CHECKPOINT_NAME = re.compile(r"^(.+)-seed(\d+)@(\d+)$")
 
 
-@dataclass
+@dataclass(frozen=True)
 class StudyOptions:
-    """A whole comparison.
+    """A whole comparison: the options of a ``taco-compare`` call. ``OUT/study.json`` records
+    all but ``out``, ``jobs`` and ``reference``, which are the call's (:mod:`.record`; each
+    field's metadata names the option that sets it, :func:`.pretraining.study_field`).
 
     Attributes:
         out: the output directory.
@@ -89,29 +92,30 @@ class StudyOptions:
             against (``--reference``: :func:`.tables.read_reference`); None: none.
     """
 
-    out: Path
-    objectives: Sequence[str]
-    pretrain_seeds: Sequence[int]
+    out: Path = field(metadata={"recorded": False})
+    objectives: Sequence[str] = study_field("--objectives")
+    pretrain_seeds: Sequence[int] = study_field("--pretrain-seeds")
     settings: PretrainSettings
-    glue_data: Path
-    tasks: Sequence[str]
-    seeds: Sequence[int]
-    points: Sequence[Hyperparameters]
-    final_tasks: Sequence[str] = ()
-    primary_endpoint: str = "glue-average"
-    max_updates: Dict[str, int] = field(default_factory=dict)
-    finetune_args: Sequence[str] = ()
-    heldout_text: Sequence[Path] = ()
-    heldout_sentences: int = 2000
-    heldout_max_lines: Optional[int] = None
-    probe_tasks: Sequence[str] = ()
-    probe_max_train: Optional[int] = None
-    conllu_train: Optional[Path] = None
-    conllu_test: Optional[Path] = None
-    mlm_texts: Sequence[Tuple[str, Path]] = ()
-    jobs: int = 1
-    cpu: bool = False
-    reference: Optional[Path] = None
+    glue_data: Path = study_field("--glue-data", where=True)
+    tasks: Sequence[str] = study_field("--tasks")
+    seeds: Sequence[int] = study_field("--seeds")
+    points: Sequence[Hyperparameters] = study_field(
+        "--finetune-batch-size/--finetune-lr/--finetune-epochs")
+    final_tasks: Sequence[str] = study_field("--final-tasks", default=())
+    primary_endpoint: str = study_field("--primary-endpoint", default="glue-average")
+    max_updates: Dict[str, int] = study_field("--finetune-max-updates", default_factory=dict)
+    finetune_args: Sequence[str] = study_field("--finetune-options", default=())
+    heldout_text: Sequence[Path] = study_field("--heldout-text", where=True, default=())
+    heldout_sentences: int = study_field("--heldout-sentences", default=2000)
+    heldout_max_lines: Optional[int] = study_field("--heldout-max-lines", default=None)
+    probe_tasks: Sequence[str] = study_field("--probe-tasks", default=())
+    probe_max_train: Optional[int] = study_field("--probe-max-train", default=None)
+    conllu_train: Optional[Path] = study_field("--conllu-train", default=None)
+    conllu_test: Optional[Path] = study_field("--conllu-test", default=None)
+    mlm_texts: Sequence[Tuple[str, Path]] = study_field("--heldout-mlm-text", default=())
+    jobs: int = field(default=1, metadata={"recorded": False})
+    cpu: bool = study_field("--cpu", where=True, default=False)
+    reference: Optional[Path] = field(default=None, metadata={"recorded": False})
 
     @property
     def runs(self) -> List[PretrainRun]:

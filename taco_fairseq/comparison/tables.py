@@ -18,10 +18,6 @@ _Parsed = TypeVar("_Parsed")
 #: The columns of ``summary.csv``: the fields of :class:`.statistics.Score`.
 SUMMARY_COLUMNS = [f.name for f in dataclasses.fields(Score)]
 
-#: Where a call that runs the phases records its command, for the report of a later
-#: ``--report-only`` call (and of a study that reads this one as its ``--reference``).
-COMMAND_FILE = "command.txt"
-
 #: The first columns of ``checkpoints.csv`` (every other measure follows).
 CHECKPOINT_COLUMNS = ("objective", "pretrain_seed", "updates", "valid_mlm_loss",
                       "contextual_score", "intra_context_cos", "inter_context_cos")
@@ -117,7 +113,8 @@ class ReferenceStudy:
         measures: its ``checkpoints.csv`` rows (:func:`read_checkpoints_csv`) of the compared
             pre-training seeds.
         scores: its ``summary.csv`` scores of those seeds (empty without one).
-        command: the command that ran its phases (its :data:`COMMAND_FILE`; "" without one).
+        command: the command that ran its phases (:func:`.record.recorded_command`; "" when
+            not recorded).
     """
 
     out: Path
@@ -128,7 +125,7 @@ class ReferenceStudy:
 
 def read_reference(out: Path, pretrain_seeds: Sequence[int],
                    checkpoint_updates: Sequence[int]) -> ReferenceStudy:
-    """``out``'s ``checkpoints.csv`` (and ``summary.csv``, :data:`COMMAND_FILE` where they
+    """``out``'s ``checkpoints.csv`` (and ``summary.csv`` and its recorded command where they
     exist), checked against the study that reads it: its runs are matched by pre-training seed
     and update count.
 
@@ -168,13 +165,13 @@ def read_reference(out: Path, pretrain_seeds: Sequence[int],
             f"{', '.join(map(str, updates)) or 'no update count'}, "
             f"none at --checkpoint-updates {' '.join(map(str, checkpoint_updates))}: runs "
             "are matched on update counts; give a reference with a checkpoint in common")
+    from .record import recorded_command  # the study's record (its options' types: torch)
+
     summary = out / "summary.csv"
     scores = read_summary_csv(summary) if summary.is_file() else []
-    command = out / COMMAND_FILE
     return ReferenceStudy(
         out, [r for r in rows if r["pretrain_seed"] in pretrain_seeds],
-        [s for s in scores if s.pretrain_seed in pretrain_seeds],
-        command.read_text(encoding="utf-8").strip() if command.is_file() else "")
+        [s for s in scores if s.pretrain_seed in pretrain_seeds], recorded_command(out))
 
 
 def _text(value) -> str:

@@ -1,5 +1,6 @@
 """docs/results/pos-study/analysis.py, the declared decision of the part-of-speech study
-(PLAN.md), on made-up rows whose outcome is known."""
+(PLAN.md), on made-up rows whose outcome is known, and rows.py, which gathers the study's rows
+across sessions."""
 
 import importlib.util
 
@@ -10,12 +11,17 @@ from taco_fairseq.comparison.tables import write_checkpoints_csv
 from conftest import REPO
 
 
-def _analysis():
-    path = REPO / "docs" / "results" / "pos-study" / "analysis.py"
-    spec = importlib.util.spec_from_file_location("pos_study_analysis", path)
+def _study_script(name):
+    """docs/results/pos-study/<name>.py as a module."""
+    path = REPO / "docs" / "results" / "pos-study" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"pos_study_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _analysis():
+    return _study_script("analysis")
 
 
 def _rows(init=60.0, mlm_1k=62.0, mlm_20k=70.0, taco_7k=69.5, noise=0.2):
@@ -85,11 +91,7 @@ def test_a_gate_without_its_checkpoints_is_not_evaluated_and_the_report_says_int
 
 
 def _rows_module():
-    path = REPO / "docs" / "results" / "pos-study" / "rows.py"
-    spec = importlib.util.spec_from_file_location("pos_study_rows", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _study_script("rows")
 
 
 def _part(directory, rows):

@@ -160,7 +160,7 @@ def test_cli_names_a_missing_input(tmp_path, wikitext_test):
         "--destdir", tmp_path / "out",
     )
     assert result.returncode == 1
-    assert f"error: input file not found: {missing}" in result.stderr
+    assert f"error: --valid: input file not found: {missing}" in result.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from taco_fairseq.cli.argtypes import fraction, positive_int, seed
 from taco_fairseq.logs import configure_logging
+from taco_fairseq.prep.corpus import check_input_file
 from taco_fairseq.prep.pretraining import (
     VALID_DOCS_WARN_SHARE,
     PrepareOptions,
@@ -144,6 +145,12 @@ def main(argv=None) -> None:
     """Parse ``argv`` and prepare the data; exits with status 1 and a message on bad input."""
     args = build_parser().parse_args(argv)
     configure_logging()
+    for option, paths in (("--train", args.train), ("--valid", args.valid), ("--test", args.test)):
+        for path in paths:
+            try:
+                check_input_file(path)
+            except FileNotFoundError as e:
+                sys.exit(f"error: {option}: {e}")
     options = PrepareOptions(
         destdir=args.destdir,
         train=args.train,

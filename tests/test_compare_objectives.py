@@ -1108,6 +1108,44 @@ def test_report_only_of_a_taco_only_study_without_its_objectives_is_refused(tmp_
     assert (out / "report.md").is_file()
 
 
+def test_report_only_with_some_of_the_study_options_takes_the_others_from_the_record(
+        tmp_path):
+    """--report-only --out OUT with a study option but without those a run needs (--data,
+    ...): before, argparse's "the following arguments are required: --data, ..."; now the
+    options left out are the record's, one given that differs is the recorded-options error
+    naming it, and an OUT without a recorded study is named."""
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison.record import read_record
+
+    out = tmp_path / "out"
+    _measured(out)
+    ran = [a for a in _report_argv(tmp_path)
+           if a not in ("--finetune-search-from", str(tmp_path / "earlier.json"))]
+    (out / "command.txt").write_text("taco-compare " + shlex.join(ran) + "\n")
+    read_record(out, compare.read_command)
+    before = sorted(out.rglob("*"))
+    for given, change in (
+            (["--max-update", "30"], "--max-update 10 → 30; --warmup-updates 1 → 3"),
+            (["--objectives", "taco"], "--objectives mlm taco → taco"),
+            (["--", "--num-workers", "2"], "-- --num-workers (unset) → 2")):
+        with pytest.raises(SystemExit) as error:
+            compare.main(["--report-only", "--out", str(out), *given])
+        assert str(error.value).startswith(f"error: --report-only: {change} (recorded in "
+                                           f"{out / 'study.json'} → given here)")
+        assert sorted(out.rglob("*")) == before
+    compare.main(["--report-only", "--out", str(out), "--max-update", "10", "--seeds", "1",
+                  "--jobs", "2"])
+    assert (out / "report.md").is_file()
+
+    for missing, message in ((tmp_path / "none", "no study here (no such directory; "),
+                             (tmp_path / "unrecorded", "no study.json (nor the command.txt ")):
+        if missing.name == "unrecorded":
+            _measured(missing)
+        with pytest.raises(SystemExit) as error:
+            compare.main(["--report-only", "--out", str(missing), "--max-update", "30"])
+        assert str(error.value).startswith(f"error: --out {missing}: {message}")
+
+
 def _reference(tmp_path, seeds=(1, 2)):
     """A study's --out as its report leaves it: mlm and taco of ``seeds`` at 0 and 10
     updates in checkpoints.csv, and its command as an older taco-compare recorded it."""

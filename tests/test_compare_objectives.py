@@ -312,6 +312,35 @@ def test_cached_measures_get_the_missing_ones_and_initializations_are_measured_o
     assert json.dumps(again) == json.dumps(rows) and calls == []  # (NaN loss at update 0)
 
 
+def test_cpu_threads_respect_a_users_omp_num_threads(monkeypatch, capsys, tmp_path):
+    """--cpu gives each of --jobs runs cores/jobs threads, unless the user set
+    OMP_NUM_THREADS (before: overwritten with cores/jobs); the printed line says which."""
+    import os
+
+    import torch
+
+    from taco_fairseq.comparison import study
+    from taco_fairseq.glue.recipes import Hyperparameters
+
+    options = study.StudyOptions(
+        out=tmp_path, objectives=["mlm"], pretrain_seeds=[1],
+        settings=PretrainSettings(tmp_path, "roberta_tiny", 10, (10,), warmup_updates=1),
+        glue_data=tmp_path, tasks=["RTE"], seeds=[1], points=[Hyperparameters(32, 1e-5, 1)],
+        jobs=2, cpu=True)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    study.set_threads(options)
+    assert os.environ["OMP_NUM_THREADS"] == "3" and "MKL_NUM_THREADS" not in os.environ
+    assert capsys.readouterr().out == ("   3 threads per run, as OMP_NUM_THREADS sets (2 side "
+                                       "by side; unset it for cores/--jobs)\n")
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    study.set_threads(options)
+    assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "4"
+    assert capsys.readouterr().out.startswith("   4 threads per run (2 side by side: ")
+
+
 def test_phase_2_measures_in_worker_processes_as_in_one(trained_checkpoint, tiny_databin,
                                                       wikitext_test, monkeypatch, tmp_path):
     """With jobs > 1 on the CPU, phase 2 measures in worker processes (a failing ``_measure``

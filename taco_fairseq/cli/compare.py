@@ -180,7 +180,8 @@ def add_call_options(parser, out_required: bool = True) -> None:
     parser.add_argument("--out", type=Path, required=out_required, help="output directory")
     parser.add_argument("--jobs", type=positive(int), default=1,
                         help="pre-trainings, checkpoint measures and fine-tunings side by "
-                        "side; on the CPU each gets cores/jobs threads")
+                        "side; on the CPU each gets cores/jobs threads, or OMP_NUM_THREADS "
+                        "if set")
     parser.add_argument("--cpu", action="store_true", help="train and evaluate on the CPU")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: write the report of what has finished so far (e.g. "

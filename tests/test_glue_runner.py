@@ -387,6 +387,25 @@ def test_caps_per_task_and_fairseqs_max_update_together_are_an_error(
     assert not (tmp_path / "runs").exists()
 
 
+def test_fp16_without_cuda_is_an_error_naming_cpu_before_any_run_directory(
+        glue_databin, trained_checkpoint, tmp_path, monkeypatch):
+    """taco-glue -- --fp16 on a machine without CUDA: one line naming --fp16 and taco-glue's
+    --cpu, and nothing written (before: fairseq's error at the end of a failed run's log, in
+    a run directory left behind)."""
+    from taco_fairseq.cli import glue
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as error:
+        glue.main(["--checkpoints", str(trained_checkpoint / "checkpoint_last.pt"), "--data",
+                   str(glue_databin), "--out", str(tmp_path / "runs"), "--tasks", "RTE",
+                   "--seeds", "1", "--", "--fp16"])
+    assert str(error.value) == (
+        "error: -- --fp16: this machine has no CUDA GPU, which --fp16 needs (fairseq's "
+        "FP16Optimizer); leave it out and give --cpu to fine-tune and predict on the CPU, in "
+        "float32")
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize("option, fairseq_args", [
     ("--seed", ["--seed", "7"]), ("--lr", ["--lr=1e-3"]), ("--batch-size", ["--batch-size", "8"]),
     ("--max-sentences", ["--max-sentences", "8"]), ("--max-epoch", ["--max-epoch", "2"]),

@@ -7,7 +7,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from taco_fairseq.cli.argtypes import positive, seed
 from taco_fairseq.glue.recipes import SIZES, default_point
-from taco_fairseq.glue.runner import RunnerOptions
+from taco_fairseq.glue.runner import RunnerOptions, check_precision_args
 from taco_fairseq.glue.tasks import TASKS, GlueTask, get_tasks
 
 
@@ -95,9 +95,11 @@ def runner_options(args, fairseq_args: Sequence[str]) -> RunnerOptions:
     """The :class:`RunnerOptions` of parsed options and the fairseq arguments after ``--``.
 
     Raises:
-        ValueError, FileNotFoundError: as :func:`parse_update_caps`, :func:`selected_tasks`
-            and :func:`.runner.check_fairseq_args`.
+        ValueError, FileNotFoundError: as :func:`parse_update_caps`, :func:`selected_tasks`,
+            :func:`.runner.check_fairseq_args` and :func:`.runner.check_precision_args` (before
+            anything is written).
     """
+    check_precision_args(fairseq_args)
     return RunnerOptions(
         data_dir=args.data, out_dir=args.out, pretraining_data=args.pretraining_data,
         fairseq_args=(["--cpu"] if args.cpu else []) + list(fairseq_args), cpu=args.cpu,

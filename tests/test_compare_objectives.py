@@ -312,6 +312,35 @@ def test_cached_measures_get_the_missing_ones_and_initializations_are_measured_o
     assert json.dumps(again) == json.dumps(rows) and calls == []  # (NaN loss at update 0)
 
 
+def test_cpu_threads_respect_a_users_omp_num_threads(monkeypatch, capsys, tmp_path):
+    """--cpu gives each of --jobs runs cores/jobs threads, unless the user set
+    OMP_NUM_THREADS (before: overwritten with cores/jobs); the printed line says which."""
+    import os
+
+    import torch
+
+    from taco_fairseq.comparison import study
+    from taco_fairseq.glue.recipes import Hyperparameters
+
+    options = study.StudyOptions(
+        out=tmp_path, objectives=["mlm"], pretrain_seeds=[1],
+        settings=PretrainSettings(tmp_path, "roberta_tiny", 10, (10,), warmup_updates=1),
+        glue_data=tmp_path, tasks=["RTE"], seeds=[1], points=[Hyperparameters(32, 1e-5, 1)],
+        jobs=2, cpu=True)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    study.set_threads(options)
+    assert os.environ["OMP_NUM_THREADS"] == "3" and "MKL_NUM_THREADS" not in os.environ
+    assert capsys.readouterr().out == ("   3 threads per run, as OMP_NUM_THREADS sets (2 side "
+                                       "by side; unset it for cores/--jobs)\n")
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    study.set_threads(options)
+    assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "4"
+    assert capsys.readouterr().out.startswith("   4 threads per run (2 side by side: ")
+
+
 def test_phase_2_measures_in_worker_processes_as_in_one(trained_checkpoint, tiny_databin,
                                                       wikitext_test, monkeypatch, tmp_path):
     """With jobs > 1 on the CPU, phase 2 measures in worker processes (a failing ``_measure``
@@ -1106,6 +1135,44 @@ def test_report_only_of_a_taco_only_study_without_its_objectives_is_refused(tmp_
     assert "| taco |" in (out / "report.md").read_text()
     compare.main(["--report-only", *ran])
     assert (out / "report.md").is_file()
+
+
+def test_report_only_with_some_of_the_study_options_takes_the_others_from_the_record(
+        tmp_path):
+    """--report-only --out OUT with a study option but without those a run needs (--data,
+    ...): before, argparse's "the following arguments are required: --data, ..."; now the
+    options left out are the record's, one given that differs is the recorded-options error
+    naming it, and an OUT without a recorded study is named."""
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison.record import read_record
+
+    out = tmp_path / "out"
+    _measured(out)
+    ran = [a for a in _report_argv(tmp_path)
+           if a not in ("--finetune-search-from", str(tmp_path / "earlier.json"))]
+    (out / "command.txt").write_text("taco-compare " + shlex.join(ran) + "\n")
+    read_record(out, compare.read_command)
+    before = sorted(out.rglob("*"))
+    for given, change in (
+            (["--max-update", "30"], "--max-update 10 → 30; --warmup-updates 1 → 3"),
+            (["--objectives", "taco"], "--objectives mlm taco → taco"),
+            (["--", "--num-workers", "2"], "-- --num-workers (unset) → 2")):
+        with pytest.raises(SystemExit) as error:
+            compare.main(["--report-only", "--out", str(out), *given])
+        assert str(error.value).startswith(f"error: --report-only: {change} (recorded in "
+                                           f"{out / 'study.json'} → given here)")
+        assert sorted(out.rglob("*")) == before
+    compare.main(["--report-only", "--out", str(out), "--max-update", "10", "--seeds", "1",
+                  "--jobs", "2"])
+    assert (out / "report.md").is_file()
+
+    for missing, message in ((tmp_path / "none", "no study here (no such directory; "),
+                             (tmp_path / "unrecorded", "no study.json (nor the command.txt ")):
+        if missing.name == "unrecorded":
+            _measured(missing)
+        with pytest.raises(SystemExit) as error:
+            compare.main(["--report-only", "--out", str(missing), "--max-update", "30"])
+        assert str(error.value).startswith(f"error: --out {missing}: {message}")
 
 
 def _reference(tmp_path, seeds=(1, 2)):

@@ -251,6 +251,26 @@ def noisy_grid(pretrain=(1, 2, 3), effect=5.0):
                            + (effect + noise[p] if o == "taco" else 0.0), pretrain=pretrain))
 
 
+def test_the_wall_time_of_measures_beside_pretraining_is_not_given_as_0_minutes():
+    """Checkpoint measures taken beside pre-training are in its minutes (the phase of that
+    name times those measured after it): the report says so (before: "0.0")."""
+    from taco_fairseq.comparison.report import markdown_report
+
+    def wall_time(timings):
+        report = markdown_report(noisy_grid(), measure_rows(), "mlm", "# h", timings,
+                                 primary=PrimaryEndpoint("glue-average", 40, ("RTE",)))
+        return report.split("## Wall time")[1].split("\n## ")[0].strip().splitlines()[2:]
+
+    assert wall_time({"pre-training": 600.0, "checkpoint measures": 1.2, "fine-tuning": 90}) == [
+        "| pre-training | 10.0 |",
+        "| checkpoint measures | measured beside pre-training, not timed separately (in its "
+        "minutes) |", "| fine-tuning | 1.5 |"]
+    assert wall_time({"pre-training": 600.0, "checkpoint measures": 30.0})[1] == (
+        "| checkpoint measures | 0.5 (those measured after pre-training; any beside it are in "
+        "its minutes) |")
+    assert wall_time({"checkpoint measures": 30.0}) == ["| checkpoint measures | 0.5 |"]
+
+
 def test_the_report_opens_with_the_primary_endpoint_and_the_rest_is_exploratory():
     from taco_fairseq.comparison.report import markdown_report
 

@@ -143,7 +143,9 @@ def test_the_summary_of_a_call_covers_every_finished_run_under_out(tmp_path, mon
         return [_finished_run(out, r.checkpoint.name, r.task.name, 70.0) for r in runs]
 
     monkeypatch.setattr(glue, "run_all", run_all)
-    glue.main(["--checkpoints", f"TACO={tmp_path / 'taco.pt'}", "--data", str(tmp_path),
+    (tmp_path / "glue" / "MRPC").mkdir(parents=True)  # prepared, as far as taco-glue looks
+    (tmp_path / "glue" / "MRPC" / "prep_info.json").write_text("{}")
+    glue.main(["--checkpoints", f"TACO={tmp_path / 'taco.pt'}", "--data", str(tmp_path / "glue"),
                "--out", str(out), "--tasks", "MRPC", "--seeds", "1", "--batch-sizes", "16",
                "--lrs", "1e-3", "--epochs", "1"])
     table = (out / "summary.md").read_text().splitlines()
@@ -387,6 +389,25 @@ def test_caps_per_task_and_fairseqs_max_update_together_are_an_error(
     assert not (tmp_path / "runs").exists()
 
 
+def test_fp16_without_cuda_is_an_error_naming_cpu_before_any_run_directory(
+        glue_databin, trained_checkpoint, tmp_path, monkeypatch):
+    """taco-glue -- --fp16 on a machine without CUDA: one line naming --fp16 and taco-glue's
+    --cpu, and nothing written (before: fairseq's error at the end of a failed run's log, in
+    a run directory left behind)."""
+    from taco_fairseq.cli import glue
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as error:
+        glue.main(["--checkpoints", str(trained_checkpoint / "checkpoint_last.pt"), "--data",
+                   str(glue_databin), "--out", str(tmp_path / "runs"), "--tasks", "RTE",
+                   "--seeds", "1", "--", "--fp16"])
+    assert str(error.value) == (
+        "error: -- --fp16: this machine has no CUDA GPU, which --fp16 needs (fairseq's "
+        "FP16Optimizer); leave it out and give --cpu to fine-tune and predict on the CPU, in "
+        "float32")
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize("option, fairseq_args", [
     ("--seed", ["--seed", "7"]), ("--lr", ["--lr=1e-3"]), ("--batch-size", ["--batch-size", "8"]),
     ("--max-sentences", ["--max-sentences", "8"]), ("--max-epoch", ["--max-epoch", "2"]),
@@ -445,6 +466,46 @@ def test_data_without_prepared_tasks_is_an_error_with_the_fix(tmp_path):
     (tmp_path / "bin" / "RTE").mkdir(parents=True)
     assert f"in {tmp_path / 'bin' / 'RTE'}: give its parent, {tmp_path / 'bin'};" in error(
         tmp_path / "bin" / "RTE")
+
+
+def test_unprepared_tasks_in_data_are_named_with_the_command_that_prepares_them(tmp_path):
+    """taco-glue --data D --tasks RTE where D does not exist, holds GLUE's TSV files (the
+    shared ../shared/data/glue layout) or an RTE without prep_info.json: one line naming
+    --data, D, the tasks and the taco-prepare-glue command, before anything is written
+    (before: "D/RTE/prep_info.json not found: prepare the task with taco-prepare-glue first",
+    naming neither --data nor how; the TSV files' directory would have been the one to
+    prepare)."""
+    from taco_fairseq.cli import glue
+
+    def error(data, *tasks):
+        with pytest.raises(SystemExit) as raised:
+            glue.main(["--checkpoints", str(tmp_path / "c.pt"), "--data", str(data), "--out",
+                       str(tmp_path / "runs"), "--seeds", "1", *tasks])
+        assert not (tmp_path / "runs").exists()
+        return str(raised.value)
+
+    assert error(tmp_path / "nope", "--tasks", "RTE") == (
+        f"error: --data {tmp_path / 'nope'}: no such directory; prepare RTE there with "
+        f"taco-prepare-glue --glue-dir GLUE --pretraining-data DATA_BIN --destdir "
+        f"{tmp_path / 'nope'} --tasks RTE, or give as --data the --destdir of an earlier "
+        "taco-prepare-glue")
+    raw = tmp_path / "glue"
+    for task in ("RTE", "CoLA"):
+        (raw / task).mkdir(parents=True)
+        (raw / task / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n")
+    assert error(raw) == (
+        f"error: --data {raw}: it holds GLUE's TSV files of RTE CoLA, not prepared ones (no "
+        f"prep_info.json); prepare them with taco-prepare-glue --glue-dir {raw} "
+        "--pretraining-data DATA_BIN --destdir DESTDIR --tasks RTE CoLA and give DESTDIR as "
+        "--data")
+    (tmp_path / "bin" / "RTE").mkdir(parents=True)
+    (tmp_path / "bin" / "CoLA").mkdir()
+    (tmp_path / "bin" / "CoLA" / "prep_info.json").write_text("{}")
+    assert error(tmp_path / "bin", "--tasks", "CoLA", "RTE") == (
+        f"error: --data {tmp_path / 'bin'}: RTE not prepared (no prep_info.json); prepare RTE "
+        f"there with taco-prepare-glue --glue-dir GLUE --pretraining-data DATA_BIN --destdir "
+        f"{tmp_path / 'bin'} --tasks RTE, or give as --data the --destdir of an earlier "
+        "taco-prepare-glue")
 
 
 def test_negative_seeds_are_an_error(capsys):

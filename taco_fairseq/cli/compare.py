@@ -16,11 +16,12 @@ phases (taco_fairseq/comparison/record.py): run it again and it continues the st
 (pre-training from checkpoint_last.pt, finished fine-tunings skipped; its options may change,
 its --primary-endpoint may not); --report-only --out OUT reports what exists so far (before
 any fine-tuning has finished, of the checkpoint measures, with their tests; the fine-tuning
-sections say that none has finished) of the recorded study. --reference REF_OUT adds a
-description (no test) of this study's runs against another study's at equal updates and
-pre-training seed, from REF_OUT/checkpoints.csv (and summary.csv): e.g. a control that trains
---objectives taco only against the study it varies. Options after `--` go to every
-pre-training fairseq-train call (not those the comparison sets itself, such as --seed).
+sections say that none has finished) of the recorded study (study options given besides must
+be the recorded ones). --reference REF_OUT adds a description (no test) of this study's runs
+against another study's at equal updates and pre-training seed, from REF_OUT/checkpoints.csv
+(and summary.csv): e.g. a control that trains --objectives taco only against the study it
+varies. Options after `--` go to every pre-training fairseq-train call (not those the
+comparison sets itself, such as --seed).
 
 Example (a toy run on the CPU; docs/results.md has the study's command):
 
@@ -35,7 +36,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from taco_fairseq.comparison.objectives import available_objectives
 from taco_fairseq.comparison.pretraining import PretrainSettings
@@ -179,16 +180,19 @@ def add_call_options(parser, out_required: bool = True) -> None:
     parser.add_argument("--out", type=Path, required=out_required, help="output directory")
     parser.add_argument("--jobs", type=positive(int), default=1,
                         help="pre-trainings, checkpoint measures and fine-tunings side by "
-                        "side; on the CPU each gets cores/jobs threads")
+                        "side; on the CPU each gets cores/jobs threads, or OMP_NUM_THREADS "
+                        "if set")
     parser.add_argument("--cpu", action="store_true", help="train and evaluate on the CPU")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: write the report of what has finished so far (e.g. "
                         "while the runs go on, or after an interruption; before any "
                         "fine-tuning has finished, of the checkpoint measures) of the study "
-                        "recorded in OUT/study.json (--out alone suffices); given the study's "
-                        "options, one that says what the study is and differs from the record "
-                        "is an error (the paths, --jobs, --cpu and --reference may differ; the "
-                        "options after `--` may be left out)")
+                        "recorded in OUT/study.json (--out alone suffices; a call that leaves "
+                        "out an option a run needs, e.g. --data, takes the record's for each "
+                        "study option it leaves out); a study option given that says what the "
+                        "study is and differs from the record is an error (the paths, --jobs, "
+                        "--cpu and --reference may differ; the options after `--` may be left "
+                        "out)")
     parser.add_argument("--reference", type=Path, metavar="REF_OUT",
                         help="another study's --out (its checkpoints.csv, and summary.csv if "
                         "there is one): the report adds, per measure and checkpoint (matched "
@@ -350,26 +354,50 @@ def read_command(command: str) -> StudyOptions:
         ValueError: the command does not parse, or an option does not fit (the message says
             which).
     """
+    return study_options(*command_arguments(command))
+
+
+def command_arguments(command: str) -> Tuple[argparse.Namespace, List[str]]:
+    """The arguments of a recorded ``taco-compare`` command line as :func:`build_parser` parses
+    them (options this taco-compare no longer has left out) and its ``fairseq-train`` options
+    after ``--`` (:func:`read_command`).
+
+    Raises:
+        ValueError: the command does not parse (argparse's message).
+    """
     words = shlex.split(command)
     first = next((i for i, word in enumerate(words) if word.startswith("-")), len(words))
     own, fairseq_args = split_fairseq_args(words[first:])
     args, _ = build_parser(raise_errors=True).parse_known_args(own)
-    return study_options(args, fairseq_args)
+    return args, list(fairseq_args)
 
 
 def recorded_study_call(argv: Sequence[str]) -> Optional[argparse.Namespace]:
-    """The call options (:func:`add_call_options`) of a ``--report-only`` call that gives no
-    option of the study: its options are the record's. None: ``argv`` gives study options (or
-    is no --report-only call). Exits (a one-line error) on ``--report-only`` without
+    """The call options (:func:`add_call_options`) of a ``--report-only`` call that leaves out
+    an option a run needs (``--data``, ``--glue-data``, ``--arch``, ``--max-update``,
+    ``--checkpoint-updates``; e.g. ``--out`` alone): it reports the recorded study
+    (:func:`recorded_options`), with ``given`` added (the study's options the call gives, dest
+    → value, no default filled in) and ``fairseq_args`` (those after ``--``). None: ``argv``
+    gives every option a run needs (or is no --report-only call). Exits (argparse's usage and
+    a one-line error) on an option that does not parse, or on ``--report-only`` without
     ``--out``."""
     own, fairseq_args = split_fairseq_args(argv)
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     add_call_options(parser, out_required=False)
-    call, rest = parser.parse_known_args(own)
-    if not call.report_only or rest or fairseq_args:
+    call, _ = parser.parse_known_args(own)
+    if not call.report_only:
+        return None
+    study = build_parser()
+    needed = [action.dest for action in study._actions if action.required]
+    for action in study._actions:  # none required, no default: the options given only
+        action.required, action.default = False, argparse.SUPPRESS
+    given = vars(study.parse_args(own))
+    if all(dest in given for dest in needed):
         return None
     if call.out is None:
         parser.error("--report-only without --out: give the --out of the study to report")
+    call.given = {dest: value for dest, value in given.items() if dest not in vars(call)}
+    call.fairseq_args = list(fairseq_args)
     return call
 
 
@@ -524,19 +552,37 @@ def main(argv=None) -> None:
 
 
 def recorded_options(call: argparse.Namespace, recorded: Optional[StudyRecord]) -> StudyOptions:
-    """The options of a ``--report-only`` call that gives no option of the study
+    """The options of a ``--report-only`` call that leaves out an option a run needs
     (:func:`recorded_study_call`): the ``recorded`` study's, with the call's ``--jobs`` and
     ``--reference`` (checked as :func:`parse_options` checks it: exits on one that does not
-    fit).
+    fit). The study's options the call gives (those after ``--`` too) must be the recorded
+    ones (:func:`taco_fairseq.comparison.record.check_reported`, with the record's in place of
+    those it leaves out); a ``--finetune-search-from`` given is checked as
+    :func:`parse_options` checks it.
 
     Raises:
-        ValueError: nothing records the study's options.
+        ValueError: nothing records the study's options, or an option given differs from the
+            record (naming it), does not fit, or the recorded command does not parse.
     """
     if recorded is None:
         raise ValueError(f"--out {call.out}: no {STUDY_FILE} (nor the {COMMAND_FILE} of an "
                          "older taco-compare) records the study's options; give them with "
                          "--report-only")
     options = dataclasses.replace(recorded.options, jobs=call.jobs, reference=call.reference)
+    if call.given or call.fairseq_args:
+        try:
+            args, fairseq_args = command_arguments(recorded.command)
+        except ValueError as e:
+            raise ValueError(f"{recorded.path}: its command does not parse ({e}); give "
+                             "--report-only --out alone, or all the study's options") from None
+        given = study_options(argparse.Namespace(**{**vars(args), **call.given}),
+                              call.fairseq_args or fairseq_args)
+        check_reported(recorded, dataclasses.replace(given, out=call.out,
+                                                     reference=call.reference),
+                       fairseq_options=bool(call.fairseq_args))
+        if "finetune_search_from" in call.given:
+            check_search(options, call.given["finetune_search_from"], build_parser(),
+                         copy=False)
     if options.reference is not None:
         check_reference(options, build_parser())
     return options

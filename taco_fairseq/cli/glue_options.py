@@ -7,8 +7,9 @@ from typing import Dict, List, Sequence, Tuple
 
 from taco_fairseq.cli.argtypes import positive, seed
 from taco_fairseq.glue.recipes import SIZES, default_point
-from taco_fairseq.glue.runner import RunnerOptions
+from taco_fairseq.glue.runner import RunnerOptions, check_precision_args
 from taco_fairseq.glue.tasks import TASKS, GlueTask, get_tasks
+from taco_fairseq.prep.pretraining import INFO_FILE
 
 
 def split_fairseq_args(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
@@ -52,10 +53,12 @@ def add_runner_options(parser: argparse.ArgumentParser) -> None:
 
 
 def selected_tasks(args) -> Tuple[GlueTask, ...]:
-    """``--tasks``, or every task prepared in ``--data``.
+    """``--tasks``, or every task prepared in ``--data``; each must be prepared there (its
+    ``prep_info.json``), checked before anything is written.
 
     Raises:
-        FileNotFoundError: no task is prepared in ``--data``.
+        FileNotFoundError: no task is prepared in ``--data``, or a selected one is not (naming
+            ``--data``, the tasks and the taco-prepare-glue command that prepares them).
     """
     names = args.tasks or [t for t in TASKS if (args.data / t).is_dir()]
     if not names:
@@ -63,7 +66,24 @@ def selected_tasks(args) -> Tuple[GlueTask, ...]:
                 f": give its parent, {args.data.parent}" if args.data.name in TASKS else "")
         raise FileNotFoundError(f"no prepared GLUE task in {args.data}{hint}; --data is the "
                                 "--destdir of taco-prepare-glue")
-    return get_tasks(names)
+    tasks = get_tasks(names)
+    unprepared = [t for t in tasks if not (args.data / t.name / INFO_FILE).is_file()]
+    if unprepared:
+        names = " ".join(t.name for t in unprepared)
+        command = "taco-prepare-glue --glue-dir {} --pretraining-data DATA_BIN --destdir {} " \
+            f"--tasks {names}"
+        if any((args.data / t.name / t.splits["train"].file).is_file() for t in unprepared):
+            raise FileNotFoundError(
+                f"--data {args.data}: it holds GLUE's TSV files of {names}, not prepared ones "
+                f"(no {INFO_FILE}); prepare them with {command.format(args.data, 'DESTDIR')} "
+                "and give DESTDIR as --data")
+        found = f"{names} not prepared (no {INFO_FILE})" if args.data.is_dir() else \
+            "no such directory"
+        raise FileNotFoundError(
+            f"--data {args.data}: {found}; prepare {names} there with "
+            f"{command.format('GLUE', args.data)}, or give as --data the --destdir of an "
+            "earlier taco-prepare-glue")
+    return tasks
 
 
 def parse_update_caps(specs: Sequence[str], tasks: Sequence[GlueTask],
@@ -95,9 +115,11 @@ def runner_options(args, fairseq_args: Sequence[str]) -> RunnerOptions:
     """The :class:`RunnerOptions` of parsed options and the fairseq arguments after ``--``.
 
     Raises:
-        ValueError, FileNotFoundError: as :func:`parse_update_caps`, :func:`selected_tasks`
-            and :func:`.runner.check_fairseq_args`.
+        ValueError, FileNotFoundError: as :func:`parse_update_caps`, :func:`selected_tasks`,
+            :func:`.runner.check_fairseq_args` and :func:`.runner.check_precision_args` (before
+            anything is written).
     """
+    check_precision_args(fairseq_args)
     return RunnerOptions(
         data_dir=args.data, out_dir=args.out, pretraining_data=args.pretraining_data,
         fairseq_args=(["--cpu"] if args.cpu else []) + list(fairseq_args), cpu=args.cpu,

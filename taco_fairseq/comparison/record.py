@@ -6,8 +6,9 @@ A later call in the same ``--out`` reads it. A rerun continues the study: its op
 change (e.g. tasks added; each pre-training run checks its own options,
 :func:`.pretraining.check_same_options`) but not the primary endpoint, declared before the
 results are seen (:func:`check_continues`). A ``--report-only`` call reports the recorded
-study: given ``--out`` alone it takes the options from the record; given the study's options,
-those that say what the study is must be the recorded ones (:func:`check_reported`). An older
+study: given ``--out`` alone it takes the options from the record; given the study's options
+(or some of them: the record's stand for those left out), those that say what the study is
+must be the recorded ones (:func:`check_reported`). An older
 taco-compare recorded the command line instead (``OUT/command.txt``); :func:`read_record`
 reads it once into ``study.json``.
 

@@ -39,7 +39,8 @@ def markdown_report(table: Optional[ScoreTable], measures: Sequence[Mapping], ba
                     figures: Optional[Sequence[Path]] = None,
                     reference: Optional[ReferenceStudy] = None) -> str:
     """``report.md``: ``header`` (command, machine), the primary endpoint (default: the GLUE
-    average over the curve tasks at the last checkpoint), the wall time of each phase, the
+    average over the curve tasks at the last checkpoint), the wall time of each phase
+    (:func:`_minutes`), the
     search, the dev scores and, labelled exploratory with Holm-corrected verdicts
     (:mod:`.statistics`), the paired GLUE differences, the speed-up, whether the baseline
     itself improved, a table per checkpoint measure (references such as the uniform attention
@@ -63,7 +64,8 @@ def markdown_report(table: Optional[ScoreTable], measures: Sequence[Mapping], ba
     candidates = [o for o in objectives if o != baseline]
     lines = [header, "", *primary_section(primary, table, measured, candidates, baseline)]
     lines += ["", "## Wall time", "", "| phase | minutes |", "|---|---|"]
-    lines += [f"| {phase} | {seconds / 60:.1f} |" for phase, seconds in timings.items()]
+    lines += [f"| {phase} | {_minutes(phase, seconds, timings)} |"
+              for phase, seconds in timings.items()]
     if search:
         lines += _search_section(search)
     if table is None:
@@ -80,6 +82,19 @@ def markdown_report(table: Optional[ScoreTable], measures: Sequence[Mapping], ba
         lines += _per_checkpoint(measures, measured.keys)
     lines += _figures_section(table, measures, figures)
     return "\n".join(lines) + "\n"
+
+
+def _minutes(phase: str, seconds: float, timings: Mapping[str, float]) -> str:
+    """The wall-time table's cell of ``phase``: its minutes. Checkpoint measures taken beside
+    pre-training, each as soon as its checkpoint is saved (:func:`.study.pretrain_all`), are
+    in pre-training's minutes, not timed separately: the ``checkpoint measures`` phase times
+    only those measured after it, and its cell says so."""
+    minutes = f"{seconds / 60:.1f}"
+    if phase != "checkpoint measures" or "pre-training" not in timings:
+        return minutes
+    if minutes == "0.0":
+        return "measured beside pre-training, not timed separately (in its minutes)"
+    return f"{minutes} (those measured after pre-training; any beside it are in its minutes)"
 
 
 def _search_section(search: Mapping) -> List[str]:

@@ -94,12 +94,12 @@ def finished_finetunings(out: Path) -> List[dict]:
 
 def run_phases(options: StudyOptions, timer: PhaseTimer):
     """Phases 1-4 (:mod:`.study`); returns the checkpoint measures and the dev scores."""
-    set_threads(options)
     s = options.settings
     stops = "".join(f", {o} to {n}" for o, n in s.objective_max_update)
     print(f"== 1/5 pre-training {len(options.runs)} runs "
           f"({', '.join(r.name for r in options.runs)}) to {s.max_update} updates{stops}, "
           f"{options.jobs} at a time", flush=True)
+    set_threads(options)
     inputs = MeasureInputs(options)
 
     def record():  # checkpoints.csv of every row so far, after each checkpoint measured

@@ -174,11 +174,20 @@ class PhaseTimer:
 
 def set_threads(options: StudyOptions) -> None:
     """On the CPU, give each of ``jobs`` side-by-side runs its share of the cores (the
-    subprocesses inherit ``OMP_NUM_THREADS``)."""
-    if options.cpu:
-        threads = max(1, (os.cpu_count() or 1) // options.jobs)
-        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
-        torch.set_num_threads(threads)
+    subprocesses inherit ``OMP_NUM_THREADS``), unless the user set ``OMP_NUM_THREADS``: then
+    each run gets that many threads, as the line printed says."""
+    if not options.cpu:
+        return
+    given = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if given:
+        print(f"   {given} threads per run, as OMP_NUM_THREADS sets ({options.jobs} side by "
+              "side; unset it for cores/--jobs)", flush=True)
+        return
+    threads = max(1, (os.cpu_count() or 1) // options.jobs)
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+    print(f"   {threads} threads per run ({options.jobs} side by side: cores/--jobs; set "
+          "OMP_NUM_THREADS to choose)", flush=True)
 
 
 #: Seconds between two looks for new checkpoints while the pre-trainings run
@@ -298,7 +307,7 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint],
     (:class:`_Initializations`: hashed only when one lacks a measure).
 
     On the CPU with ``jobs`` > 1 the checkpoints are measured ``jobs`` at a time in worker
-    processes (each with the cores/jobs threads of :func:`set_threads`; one seed's
+    processes (each with the threads of :func:`set_threads`; one seed's
     initializations go to one worker): the measures are computed in-process with torch and
     scikit-learn, so threads would share one interpreter. The rows are the same either way.
     Given ``inputs`` (:class:`MeasureInputs` of ``options``, kept by the caller across

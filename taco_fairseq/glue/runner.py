@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+import torch
 from tqdm import tqdm
 
 from ..analysis.training_log import parse_json_log
@@ -145,6 +146,20 @@ def check_fairseq_args(max_updates: Dict[str, int], fairseq_args: Sequence[str])
             f"caps per task (TASK=N) and fairseq's {given[0]} among the fairseq options both "
             "cap the updates; keep the caps per task only (they stop the runs at the cap and "
             "end the learning-rate schedule there)")
+
+
+def check_precision_args(fairseq_args: Sequence[str]) -> None:
+    """Refuse ``--fp16`` among ``fairseq_args`` on a machine without a CUDA GPU, before any run
+    directory is made (fairseq would stop each run with it:
+    :func:`taco_fairseq.fairseq_patches.check_precision`).
+
+    Raises:
+        ValueError: naming ``--fp16`` and the GLUE commands' ``--cpu``.
+    """
+    if "--fp16" in option_names(fairseq_args) and not torch.cuda.is_available():
+        raise ValueError("-- --fp16: this machine has no CUDA GPU, which --fp16 needs "
+                         "(fairseq's FP16Optimizer); leave it out and give --cpu to fine-tune "
+                         "and predict on the CPU, in float32")
 
 
 def plan_runs(

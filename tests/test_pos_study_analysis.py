@@ -90,6 +90,25 @@ def test_a_gate_without_its_checkpoints_is_not_evaluated_and_the_report_says_int
     assert "Seeds analysed: [1] of the declared [1, 2, 3, 4, 5] (interim" in report
 
 
+def test_an_interim_gate_gives_no_verdict_until_every_declared_seed_is_in():
+    analysis = _analysis()
+    blind = _rows(mlm_1k=62.0, mlm_20k=62.0, taco_7k=62.0)
+    two_seeds = analysis.Study([r for r in blind if r["pretrain_seed"] <= 2])
+    g = analysis.gate(two_seeds)
+    assert g["evaluated"] and not g["passed"] and not g["final"]
+    report = analysis.report(two_seeds)
+    assert "Gate: **not passed with 2 of 5 seeds (interim, no verdict)**" in report
+    assert "failed" not in report and "no TACO claim" not in report
+    assert "Interim (2 of 5 seeds)" in report
+    seeing = analysis.Study([r for r in _rows(taco_7k=69.8) if r["pretrain_seed"] <= 3])
+    report = analysis.report(seeing)
+    assert "Gate: **passed with 3 of 5 seeds (interim, no verdict)**" in report
+    assert not analysis.primary(seeing)["final"]
+    assert "supported" not in report and "Interim (3 of 5 seeds)" in report
+    assert analysis.gate(analysis.Study(blind))["final"]  # the five seeds: the verdict
+    assert "Gate: **failed**" in analysis.report(analysis.Study(blind))
+
+
 def _rows_module():
     return _study_script("rows")
 

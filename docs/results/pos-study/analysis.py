@@ -42,17 +42,28 @@ class Study:
         return paired_test(self.values(key, *candidate), self.values(key, *baseline))
 
 
+def analysed_seeds(study: Study) -> List[int]:
+    """The seeds with both endpoints' checkpoints, MLM(20k) and TACO(7k)."""
+    return sorted(set(study.values(GATED, "mlm", MLM_LAST))
+                  & set(study.values(GATED, "taco", TACO_LAST)))
+
+
 def gate(study: Study) -> dict:
-    """PLAN.md §1: MLM(20k) above the initialization and above MLM(1k), p < 0.05 each."""
+    """PLAN.md §1: MLM(20k) above the initialization and above MLM(1k), p < 0.05 each.
+
+    ``evaluated``: both tests could be computed (two seeds or more); ``final``: every declared
+    seed is in, so ``passed`` is the gate's verdict (before that, an interim value only)."""
     tests = {"MLM(20k) − init": study.test(GATED, ("mlm", MLM_LAST), ("mlm", 0)),
              "MLM(20k) − MLM(1k)": study.test(GATED, ("mlm", MLM_LAST), ("mlm", EARLY))}
     evaluated = all(t is not None and t.tested for t in tests.values())
     passed = evaluated and all(t.difference > 0 and t.p < 0.05 for t in tests.values())
-    return {"tests": tests, "evaluated": evaluated, "passed": passed}
+    final = evaluated and all(t.n == len(SEEDS) for t in tests.values())
+    return {"tests": tests, "evaluated": evaluated, "passed": passed, "final": final}
 
 
 def primary(study: Study) -> dict:
-    """PLAN.md §2: D = TACO(7k) − MLM(20k), G = mean of MLM(20k) − init, the decision."""
+    """PLAN.md §2: D = TACO(7k) − MLM(20k), G = mean of MLM(20k) − init, the decision
+    (``final``: on every declared seed; before that an interim value, not reported as one)."""
     d = study.test(GATED, ("taco", TACO_LAST), ("mlm", MLM_LAST))
     g = study.test(GATED, ("mlm", MLM_LAST), ("mlm", 0))
     if d is None or not d.tested or g is None:
@@ -65,7 +76,8 @@ def primary(study: Study) -> dict:
         decision = "refuted"
     else:
         decision = "inconclusive"
-    return {"D": d, "G": gain, "margin": -MARGIN * gain, "decision": decision}
+    return {"D": d, "G": gain, "margin": -MARGIN * gain, "decision": decision,
+            "final": d.n == len(SEEDS) and g.n == len(SEEDS)}
 
 
 def speedups(study: Study) -> Dict[int, Optional[float]]:
@@ -97,6 +109,16 @@ def secondary(study: Study) -> List[dict]:
             for key, c, b, t in tests]
 
 
+def _gate_status(g: dict) -> str:
+    if not g["evaluated"]:
+        return "not evaluated yet"
+    if not g["final"]:
+        n = min(t.n for t in g["tests"].values())
+        return (f"{'passed' if g['passed'] else 'not passed'} with {n} of {len(SEEDS)} seeds "
+                "(interim, no verdict)")
+    return "passed" if g["passed"] else "failed"
+
+
 def _row(label: str, t: Optional[PairedTest], extra: str = "") -> str:
     if t is None or not t.tested:
         return f"| {label} | {t.n if t else 0} | | | | | {extra or 'not tested'} |"
@@ -110,13 +132,16 @@ def report(study: Study) -> str:
     rule = "|---|---|---|---|---|---|"
     lines = [f"## Sensitivity gate ({GATED}, points)", "", header, rule,
              *(_row(k, t) for k, t in g["tests"].items()), "",
-             "Gate: **" + ("passed" if g["passed"] else "failed" if g["evaluated"]
-                           else "not evaluated yet") + "**.", "",
+             "Gate: **" + _gate_status(g) + "**.", "",
              "## Primary endpoint", "", header, rule, _row(
                  f"TACO({TACO_LAST}) − MLM({MLM_LAST})", p["D"]), ""]
+    analysed = analysed_seeds(study)
     if not g["evaluated"]:
         lines.append("Not available yet: the gate needs MLM's 20,000-update checkpoint of two "
                      "seeds or more.")
+    elif not g["final"] or (g["passed"] and not p.get("final")):
+        lines.append(f"Interim ({len(analysed)} of {len(SEEDS)} seeds): the gate and the "
+                     "decision are made on every declared seed (PLAN.md); none is made yet.")
     elif not g["passed"]:
         lines.append("The gate failed: the measure does not see MLM's pre-training; no TACO "
                      "claim is made from it (PLAN.md §1).")
@@ -141,8 +166,6 @@ def report(study: Study) -> str:
         else:
             lines.append(f"| {item['measure']} | {label} | {t.n} | {t.difference:+.3f} | "
                          f"[{t.low:+.3f}, {t.high:+.3f}] | {t.p:.3g} | {item['holm_p']:.3g} |")
-    analysed = sorted(set(study.values(GATED, "mlm", MLM_LAST))
-                      & set(study.values(GATED, "taco", TACO_LAST)))
     lines += ["", f"Seeds analysed: {analysed} of the declared {list(SEEDS)}"
               + ("." if len(analysed) == len(SEEDS) else
                  " (interim: no verdict is final before every declared seed, PLAN.md).")]

@@ -67,7 +67,7 @@ def primary(study: Study) -> dict:
     d = study.test(GATED, ("taco", TACO_LAST), ("mlm", MLM_LAST))
     g = study.test(GATED, ("mlm", MLM_LAST), ("mlm", 0))
     if d is None or not d.tested or g is None:
-        return {"D": d, "G": None, "decision": "not available"}
+        return {"D": d, "G": None, "decision": "not available", "final": False}
     gain = g.difference
     if d.low > -MARGIN * gain:
         decision = "supported" + (" (within the margin; TACO also significantly below MLM's "
@@ -139,7 +139,7 @@ def report(study: Study) -> str:
     if not g["evaluated"]:
         lines.append("Not available yet: the gate needs MLM's 20,000-update checkpoint of two "
                      "seeds or more.")
-    elif not g["final"] or (g["passed"] and not p.get("final")):
+    elif not g["final"] or (g["passed"] and not p["final"]):
         lines.append(f"Interim ({len(analysed)} of {len(SEEDS)} seeds): the gate and the "
                      "decision are made on every declared seed (PLAN.md); none is made yet.")
     elif not g["passed"]:

@@ -33,8 +33,8 @@ class InfoNCEOutput(NamedTuple):
 
 
 def global_bias(hidden: Tensor, embedding: Tensor) -> Tensor:
-    """Global bias g = h − e (TACO §3.1), float32, of last-layer states h and the static
-    embeddings e of the same tokens, both ``[..., hidden]``.
+    """Global bias g = h − e (TACO §3.1), float32 (float64 from float64 inputs), of last-layer
+    states h and the static embeddings e of the same tokens, both ``[..., hidden]``.
 
     Raises:
         ValueError: if the shapes differ.
@@ -43,7 +43,13 @@ def global_bias(hidden: Tensor, embedding: Tensor) -> Tensor:
         raise ValueError(f"hidden states {tuple(hidden.shape)} and embeddings "
                          f"{tuple(embedding.shape)} must have the same [batch, seq_len, hidden] "
                          "shape")
-    return hidden.float() - embedding.float()
+    return at_least_float32(hidden) - at_least_float32(embedding)
+
+
+def at_least_float32(tensor: Tensor) -> Tensor:
+    """``tensor`` in float32 if it is of a narrower float type (float16, bfloat16), else as it
+    is (float32, float64): the TC loss is computed in full precision."""
+    return tensor.to(torch.promote_types(tensor.dtype, torch.float32))
 
 
 def info_nce(vectors: Tensor, anchor: Tensor, positive: Tensor, negative: Tensor,
@@ -52,7 +58,8 @@ def info_nce(vectors: Tensor, anchor: Tensor, positive: Tensor, negative: Tensor
 
     With ``z = vectors / ‖vectors‖`` row-wise (:func:`normalize_rows`) and, for anchor ``n``,
     ``s_pos = z[anchor[n]]·z[positive[n]] / τ`` and ``s_k = z[anchor[n]]·z[negative[n, k]] / τ``:
-    ``loss[n] = logsumexp([s_pos, s_1, …, s_K]) − s_pos``, in float32 also under autocast,
+    ``loss[n] = logsumexp([s_pos, s_1, …, s_K]) − s_pos``, in float32 also under autocast
+    (float64 from float64 ``vectors``),
     without an ``[anchors, K, hidden]`` tensor (:func:`sampled_dot`).
 
     Args:
@@ -77,7 +84,7 @@ def info_nce(vectors: Tensor, anchor: Tensor, positive: Tensor, negative: Tensor
         raise ValueError(f"negative must be [anchors={anchor.size(0)}, K>=1], got "
                          f"{tuple(negative.shape)}")
     with full_precision(vectors.device):
-        z = normalize_rows(vectors.float())
+        z = normalize_rows(at_least_float32(vectors))
         keys = z.detach() if detach_keys else z
         index = torch.cat([positive.unsqueeze(1), negative], dim=1)  # [anchors, 1 + K]
         every_row = len(anchor) == len(z) and torch.equal(

@@ -235,12 +235,32 @@ def test_empty_anchor_set():
     assert torch.equal(v.grad, torch.zeros_like(v))
 
 
+@pytest.mark.parametrize("path", ["csr", "gather"])
+def test_float64_stays_float64_and_passes_gradcheck(path, monkeypatch):
+    """Full precision is at least float32: float64 vectors are not rounded to float32, so
+    the analytic gradient (custom normalize and sampled-product backward) is checked against
+    finite differences."""
+    if path == "gather":
+        _use_gather_path(monkeypatch, 3 * 4 * 5 * 8)
+    g = torch.Generator().manual_seed(0)
+    vectors = torch.randn(10, 5, dtype=torch.float64, generator=g).requires_grad_()
+    anchor, positive = torch.tensor([0, 3, 4, 7]), torch.tensor([1, 2, 5, 6])
+    negative = torch.randint(10, (4, 3), generator=g)
+
+    def loss(v):
+        return info_nce(v, anchor, positive, negative, 0.5, detach_keys=False).loss
+
+    assert loss(vectors).dtype == torch.float64
+    assert torch.autograd.gradcheck(loss, (vectors,))
+
+
 def test_global_bias_is_float32_difference():
     h = torch.randn(2, 3, 4, dtype=torch.float16)
     e = torch.randn(2, 3, 4, dtype=torch.float16)
     g = global_bias(h, e)
     assert g.dtype == torch.float32
     torch.testing.assert_close(g, h.float() - e.float())
+    assert global_bias(h.double(), e.double()).dtype == torch.float64
     with pytest.raises(ValueError, match="same"):
         global_bias(h, e[:, :2])
 

@@ -169,3 +169,20 @@ def test_missing_runs_restored_initializations_and_the_merge_command(tmp_path):
     assert "taco-seed2@6000" not in written and "taco-seed2@500" in written
     with pytest.raises(FileNotFoundError, match="no measures here"):
         rows.part_rows(tmp_path / "nothing")
+
+
+def test_departure_is_the_first_checkpoint_at_the_threshold_and_the_table_names_the_rest(tmp_path):
+    departure = _study_script("departure")
+    shares = {"mlm": {0: 0.054, 1000: 0.089, 7000: 0.090, 20000: 0.5},
+              "taco": {0: 0.054, 1000: 0.06, 7000: 0.08}}
+    rows = [{"objective": o, "pretrain_seed": 1, "updates": u, "neighbour_attention_layer1": s,
+             "pos_accuracy_ambiguous": 60.0 + u / 1000, "valid_mlm_loss": None if u == 0 else 9.0}
+            for o, curve in shares.items() for u, s in curve.items()]
+    runs = departure.curves(list(reversed(rows)))
+    assert departure.departure(runs[("mlm", 1)]) == 7000
+    assert departure.departure(runs[("taco", 1)]) is None
+    csv_path = tmp_path / "checkpoints.csv"
+    write_checkpoints_csv(rows, csv_path)
+    table = departure.report(departure.read_checkpoints_csv(csv_path))
+    assert "| mlm seed 1 | 7,000 | 0.500 | 60.00 → 80.00 at 20,000 | 9.00 |" in table
+    assert "| taco seed 1 | not by 7,000 |" in table

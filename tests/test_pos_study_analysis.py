@@ -186,3 +186,5 @@ def test_departure_is_the_first_checkpoint_at_the_threshold_and_the_table_names_
     table = departure.report(departure.read_checkpoints_csv(csv_path))
     assert "| mlm seed 1 | 7,000 | 0.500 | 60.00 → 80.00 at 20,000 | 9.00 |" in table
     assert "| taco seed 1 | not by 7,000 |" in table
+    departure.main([str(csv_path), "--figure", str(tmp_path / "runs.png")])
+    assert (tmp_path / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,7 @@ first checkpoint at which the first layer's share of attention on the neighbouri
 reaches 0.09, the level from which every TACO checkpoint of the 5-seed study had opened its
 masked-LM loss gap (issue 33, written before this study ran), with the part-of-speech accuracy
 (ambiguous words, last layer) and the validation masked-LM loss at the run's checkpoints.
-Post hoc: a description, no test.
+Post hoc: a description, no test. ``--figure FILE`` also draws every run's curves (PNG).
 """
 
 import argparse
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from taco_fairseq.comparison.tables import read_checkpoints_csv
+from taco_fairseq.logs import configure_logging
 
 #: The first layer's neighbour share from which a run counts as off the plateau (issue 33).
 DEPARTED = 0.09
@@ -59,11 +60,46 @@ def report(rows: List[dict]) -> str:
     return "\n".join(lines)
 
 
+def plot(rows: List[dict], path: Path) -> None:
+    """Every run's part-of-speech accuracy (ambiguous words, last layer, points) and first-layer
+    neighbour share against updates, one line per run (objectives by colour), as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharex=True)
+    colours = {"mlm": "tab:blue", "taco": "tab:orange"}
+    for (objective, seed), run in curves(rows).items():
+        updates = [r["updates"] for r in run]
+        for ax, key in zip(axes, (POS, SHARE)):
+            ax.plot(updates, [r[key] for r in run], marker=".", color=colours.get(objective),
+                    alpha=0.8, label=objective.upper() if seed == 1 else None)
+            ax.text(updates[-1], run[-1][key], f" {seed}", fontsize=7, va="center")
+    axes[0].set_ylabel("part of speech, ambiguous words (%)")
+    axes[1].set_ylabel("first layer's attention share on i ± 1")
+    axes[1].axhline(DEPARTED, color="grey", linestyle=":", linewidth=1)
+    for ax in axes:
+        ax.set_xlabel("updates")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.suptitle("Each pre-training seed's run (the seed at the end of its line)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", type=Path, help="the study's checkpoints.csv")
-    print(report(read_checkpoints_csv(parser.parse_args(argv).checkpoints)))
+    parser.add_argument("--figure", type=Path, help="also draw every run's curves here (PNG)")
+    args = parser.parse_args(argv)
+    configure_logging()  # INFO: importing fairseq set the root logger to DEBUG
+    rows = read_checkpoints_csv(args.checkpoints)
+    print(report(rows))
+    if args.figure:
+        plot(rows, args.figure)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,14 @@ def departure(run: List[dict]) -> Optional[int]:
 
 
 def report(rows: List[dict]) -> str:
+    """A markdown table, a line per run: where it leaves the plateau (updates), its first-layer
+    neighbour share at its last checkpoint, its part-of-speech accuracy (ambiguous words, last
+    layer, points) at its first and last checkpoints, and its validation masked-LM loss at the
+    last (bits per masked token; empty where the row has none).
+
+    Raises:
+        KeyError: a row without the columns above (not a taco-compare row).
+    """
     lines = [f"| run | off the plateau at (first-layer neighbour share ≥ {DEPARTED}) | "
              "share at the last checkpoint | POS ambiguous, first → last (points) | "
              "validation loss at the last (bits) |", "|---|---|---|---|---|"]

@@ -24,6 +24,7 @@ from .diagnostics import ContextSimilarityConfig, ContextSimilarityLogger, last_
 from .distributed import complete_negatives
 from .errors import OptionError
 from .loss import global_bias, info_nce
+from .neighbour_attention import NeighbourShareConfig, NeighbourShareLogger
 from .totals import tc_scale
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def _bits(logging_outputs, key, count):
 
 
 @dataclass
-class MlmConfig(ContextSimilarityConfig):
+class MlmConfig(ContextSimilarityConfig, NeighbourShareConfig):
     mlm_positions: ChoiceEnum(MLM_POSITIONS) = field(default="masked", metadata={
         "help": "positions whose original token is predicted: the masked ones (MLM, exactly "
         "fairseq's masked_lm loss) or every non-padding position (MLM+TP)"})
@@ -74,6 +75,7 @@ class MlmLoss(MaskedLmLoss):
         super().__init__(cfg, task)
         self.mlm_positions = getattr(cfg, "mlm_positions", "masked")
         self.context_similarity = ContextSimilarityLogger(cfg, task.source_dictionary)
+        self.neighbour_share = NeighbourShareLogger(cfg, task.source_dictionary)
 
     def forward(self, model, sample, reduce=True):
         """``(loss, sample_size, logging_output)``, as fairseq's criteria: the loss summed in
@@ -112,6 +114,8 @@ class MlmLoss(MaskedLmLoss):
             "nsentences": sample["nsentences"],
             "sample_size": sample_size,
             **self.context_similarity.logging_output(sample, hidden),
+            **self.neighbour_share.logging_output(model, sample["net_input"]["src_tokens"],
+                                                  extra["inner_states"]),
         }
         if self.mlm_positions == "all":
             logging_output["tp_loss"] = token_loss[~masked].sum().data
@@ -132,6 +136,7 @@ class MlmLoss(MaskedLmLoss):
             metrics.log_scalar("tp_loss", _bits(logging_outputs, "tp_loss", unmasked), unmasked,
                                round=3)
         ContextSimilarityLogger.reduce_metrics(logging_outputs)
+        NeighbourShareLogger.reduce_metrics(logging_outputs)
 
     @staticmethod
     def loss_bits(logging_outputs) -> float:
@@ -140,7 +145,7 @@ class MlmLoss(MaskedLmLoss):
 
 
 @dataclass
-class TacoConfig(ContextSimilarityConfig):
+class TacoConfig(ContextSimilarityConfig, NeighbourShareConfig):
     tc_weight: float = field(default=1.0, metadata={
         "help": "λ, the weight of the TC loss (0 gives masked_lm)"})
     tc_temperature: float = field(default=0.07, metadata={

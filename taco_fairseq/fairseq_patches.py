@@ -120,7 +120,10 @@ def apply() -> None:
     from fairseq.tasks.masked_lm import MaskedLMTask
     from fairseq.trainer import Trainer
 
+    import fairseq_cli.train as fairseq_train
+
     from .metadata import masked_lm_state_dict
+    from .neighbour_attention import report_plateau_exit
     from .resume import restore_config, stop_if_finished
 
     warnings.filterwarnings("ignore", category=FutureWarning,
@@ -155,6 +158,12 @@ def apply() -> None:
         except OSError as e:
             raise OptionError(unwritable_save_dir(save_dir, e)) from e
 
+    def get_valid_stats(original, cfg, trainer, stats, tracking_best):
+        stats = original(cfg, trainer, stats, tracking_best)
+        if tracking_best:  # the first validation subset
+            report_plateau_exit(stats, trainer.task)
+        return stats
+
     def trainer_init(original, self, cfg, *args, **kwargs):
         check_precision(cfg.common)
         original(self, cfg, *args, **kwargs)
@@ -163,6 +172,7 @@ def apply() -> None:
     _wrap_once(distributed_utils, "all_gather_list", all_gather_list)
     _wrap_once(checkpoint_utils, "load_checkpoint", load_checkpoint)
     _wrap_once(Trainer, "__init__", trainer_init)
+    _wrap_once(fairseq_train, "get_valid_stats", get_valid_stats)
     _wrap_once(checkpoint_utils, "verify_checkpoint_directory", verify_checkpoint_directory)
     MaskedLMTask.state_dict = masked_lm_state_dict
 

@@ -21,6 +21,7 @@ from .criterion import DEPRECATED_DETACH_KEYS, keys_carry_gradient
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 from .metadata import (DICTIONARY_KEY, SENTENCEPIECE_KEY, canonical_weights, check_dictionary,
                        load_lazily, saved_option, warn_once)
+from .neighbour_attention import STATE_KEY as NEIGHBOUR_STATE_KEY
 
 #: fairseq's default ``--restore-file``: resume from ``<save-dir>/checkpoint_last.pt`` if any.
 DEFAULT_RESTORE_FILE = "checkpoint_last.pt"
@@ -38,7 +39,8 @@ ALLOW_CHANGED_OBJECTIVE = "tc_allow_changed_objective"
 #: Options of the task and criteria that do not change the objective: the opt-in above and
 #: the online diagnostics (logged only); and the deprecated ``tc_detach_keys``, compared as
 #: part of ``tc_key_gradients`` (:func:`~taco_fairseq.criterion.keys_carry_gradient`).
-NOT_OBJECTIVE_OPTIONS = (ALLOW_CHANGED_OBJECTIVE, "no_context_similarity", DEPRECATED_DETACH_KEYS)
+NOT_OBJECTIVE_OPTIONS = (ALLOW_CHANGED_OBJECTIVE, "no_context_similarity", "no_neighbour_share",
+                         DEPRECATED_DETACH_KEYS)
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +121,7 @@ def restore_config(cfg, task, model, criterion_cfg):
             check_objective_unchanged(path, state, task.cfg, criterion_cfg)
         task_state = state.get("task_state") or {}
         task.load_state_dict({key: task_state[key] for key in (
-            DICTIONARY_KEY, SENTENCEPIECE_KEY) if key in task_state})
+            DICTIONARY_KEY, SENTENCEPIECE_KEY, NEIGHBOUR_STATE_KEY) if key in task_state})
     if cfg.restore_file != DEFAULT_RESTORE_FILE or path == last or not PathManager.isfile(last):
         return cfg  # fairseq loads path itself
     cfg = copy.deepcopy(cfg)

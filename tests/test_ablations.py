@@ -187,7 +187,7 @@ def test_mlm_tp_recipe_trains_with_hydra(synthetic_databin, tmp_path):
     ("mlm_tp_small", {"criterion._name": "mlm", "criterion.mlm_positions": "all"}),
     ("taco_concentrated_small", {"criterion._name": "taco", "task.tc_positions": "masked"}),
     ("taco_untied_small", {"criterion._name": "taco", "model.untie_weights_roberta": True}),
-    ("mlm_untied_small", {"criterion._name": "masked_lm", "model.untie_weights_roberta": True}),
+    ("mlm_untied_small", {"criterion._name": "mlm", "model.untie_weights_roberta": True}),
     ("mlm_frozen_embeddings_small", {"criterion._name": "mlm", "task._name": "masked_lm",
                                      "model.freeze_token_embeddings": True}),
     ("taco_frozen_embeddings_small", {"criterion._name": "taco",

@@ -32,7 +32,7 @@ from conftest import REPO, SHARED, run_script
 def test_objectives_are_the_recipes():
     assert {"mlm", "taco", "mlm_tp", "taco_concentrated", "taco_untied"} <= set(
         available_objectives())
-    assert objective_args("mlm") == ["--task", "masked_lm", "--criterion", "masked_lm"]
+    assert objective_args("mlm") == ["--task", "masked_lm", "--criterion", "mlm"]
     taco = objective_args("taco")
     assert taco[:2] == ["--task", "taco_masked_lm"]
     for option, value in (("--criterion", "taco"), ("--tc-positions", "all"),

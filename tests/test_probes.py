@@ -13,7 +13,6 @@ from taco_fairseq.analysis.batching import length_batches
 from taco_fairseq.glue.probes import (
     PROBE_TASKS,
     ProbeOptions,
-    _head_weights,
     mean_states,
     neighbour_attention,
     probe_tasks,
@@ -22,6 +21,7 @@ from taco_fairseq.glue.probes import (
     with_bos,
 )
 from taco_fairseq.glue.tasks import get_task
+from taco_fairseq.neighbour_attention import head_weights
 
 from conftest import fairseq_setup
 
@@ -73,7 +73,7 @@ def test_per_head_weights_average_to_fairseqs_attention_weights(random_model):
     with torch.no_grad():
         _, fairseq_weights = layer.self_attn(query=x, key=x, value=x, key_padding_mask=padding,
                                              need_weights=True)
-        ours = _head_weights(layer.self_attn, x, padding)
+        ours = head_weights(layer.self_attn, x, padding)
     assert ours.shape == (3, layer.self_attn.num_heads, tokens.size(1), tokens.size(1))
     torch.testing.assert_close(ours.mean(1), fairseq_weights, rtol=1e-5, atol=1e-6)
     assert float(ours[padding[:, None, None, :].expand_as(ours)].abs().max()) == 0.0

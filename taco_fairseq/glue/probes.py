@@ -53,6 +53,7 @@ import torch
 from torch import Tensor
 
 from ..analysis.batching import length_batches, pad
+from ..neighbour_attention import head_weights, neighbour_sums
 from ..prep.pretraining import INFO_FILE
 from .databin import LABEL_DIR
 from .metrics import metric_functions, score_predictions
@@ -342,21 +343,6 @@ def probe_tasks(checkpoint, glue_data: Path, options: ProbeOptions = ProbeOption
     return row
 
 
-def _head_weights(attention, query: Tensor, padding: Optional[Tensor]) -> Tensor:
-    """Per-head attention weights of fairseq's ``MultiheadAttention`` (self-attention, no
-    attention mask, no bias_k/v) for a layer input ``query`` ``[length, batch, hidden]`` and
-    ``padding`` ``[batch, length]`` (True at padding): ``[batch, heads, length, length]``,
-    ``softmax(q kᵀ / √d)`` in float32 (Vaswani et al. 2017, eq. 1)."""
-    length, batch, _ = query.shape
-    heads, d = attention.num_heads, attention.head_dim
-    q = (attention.q_proj(query) * attention.scaling).view(length, batch, heads, d)
-    k = attention.k_proj(query).view(length, batch, heads, d)
-    scores = torch.einsum("ibhd,jbhd->bhij", q, k).float()
-    if padding is not None:
-        scores = scores.masked_fill(padding[:, None, None, :].bool(), float("-inf"))
-    return scores.softmax(-1)
-
-
 def neighbour_attention(model, sentences: Sequence[Tensor], dictionary,
                         batch_tokens: int = 8192) -> Dict[str, float]:
     """The neighbour-attention share and attention entropy of a model (module doc).
@@ -401,20 +387,16 @@ def neighbour_attention(model, sentences: Sequence[Tensor], dictionary,
                 anchors = _piece_mask(tokens, dictionary)  # [batch, length]
                 n = tokens.ne(dictionary.pad()).sum(1, keepdim=True).expand_as(tokens)[anchors]
                 pieces += int(anchors.sum())
-                uniform_share += float((2.0 / n.double()).sum())
                 uniform_entropy += float(torch.log2(n.double()).sum())
                 for layer, (query, padding) in zip(range(len(layers)), captured):
-                    weights = _head_weights(layers[layer].self_attn, query, padding)
-                    # pieces are never at the edges: i - 1 and i + 1 are positions of the row
-                    side = (weights.diagonal(-1, -2, -1), weights.diagonal(1, -2, -1))
-                    share = torch.zeros(weights.shape[:3], device=device)
-                    share[..., 1:] += side[0]  # weight of i on i - 1
-                    share[..., :-1] += side[1]  # weight of i on i + 1
+                    weights = head_weights(layers[layer].self_attn, query, padding)
+                    sums = neighbour_sums(weights, anchors, padding)
+                    neighbour[layer] += sums.share.cpu()
+                    if layer == 0:
+                        uniform_share += float(sums.uniform)
                     bits = -(weights * torch.log2(weights.clamp(min=1e-30))).sum(-1)
-                    mask = anchors[:, None, :].expand_as(share)
-                    heads = weights.size(1)
-                    neighbour[layer] += share[mask].double().sum().cpu() / heads
-                    entropy[layer] += bits[mask].double().sum().cpu() / heads
+                    mask = anchors[:, None, :].expand_as(bits)
+                    entropy[layer] += bits[mask].double().sum().cpu() / weights.size(1)
     finally:
         for hook in hooks:
             hook.remove()

@@ -38,8 +38,10 @@ def _total(logging_outputs, key):
 
 
 def _bits(logging_outputs, key, count):
-    """The summed nats of ``key`` per ``count`` (at least 1), in bits."""
-    return _total(logging_outputs, key) / max(count, 1) / math.log(2)
+    """The summed nats of ``key`` per ``count``, in bits; None when ``count`` is 0 (no value:
+    fairseq's meters skip None, where a 0 logged with weight 0 would be shown as the value of
+    a logging interval without any other)."""
+    return _total(logging_outputs, key) / count / math.log(2) if count else None
 
 
 @dataclass
@@ -356,12 +358,18 @@ class TacoLoss(MlmLoss):
             if meters["tc_anchors"].sum > 0 else float("nan"))
         metrics.log_scalar("tc_anchors", anchors, round=0)
         metrics.log_scalar("tc_skipped", _total(logging_outputs, "tc_skipped"), round=2)
+        metrics.log_scalar_sum("skipped_updates", int(cls.loss_bits(logging_outputs) is None))
 
     @staticmethod
-    def loss_bits(logging_outputs) -> float:
-        """The logged ``loss``: mlm_loss + λ · tc_loss, in bits."""
-        return (_bits(logging_outputs, "mlm_loss", _total(logging_outputs, "masked_tokens"))
-                + _bits(logging_outputs, "weighted_tc_loss", _total(logging_outputs, "tc_anchors")))
+    def loss_bits(logging_outputs) -> Optional[float]:
+        """The logged ``loss``: mlm_loss + λ · tc_loss, in bits, of the terms that have
+        tokens; None for an update (at validation: a batch) without a masked token and an
+        anchor, which trains on nothing (zero loss and gradient; counted in
+        ``skipped_updates``)."""
+        terms = [_bits(logging_outputs, "mlm_loss", _total(logging_outputs, "masked_tokens")),
+                 _bits(logging_outputs, "weighted_tc_loss", _total(logging_outputs, "tc_anchors"))]
+        terms = [term for term in terms if term is not None]
+        return sum(terms) if terms else None
 
 
 @register_criterion("sentence_prediction_summable", dataclass=SentencePredictionConfig)

@@ -72,6 +72,18 @@ class CrossWorkerPositions(NamedTuple):
     negative_uniform: np.ndarray
 
 
+def window_outside_share(window: int, length: int) -> float:
+    """The share of the positives whose window offset, drawn uniformly from {−W//2, …, W//2}
+    \\ {0} for W = ``window``, falls outside a sequence of ``length`` tokens, over its anchors
+    at every position: those positives are drawn uniformly from the rest of the sequence
+    instead (:func:`sample_positions`). 0 for a window within the sequence everywhere, > 0 at
+    its ends; every anchor's window reaches beyond it when ``window > length``."""
+    half = window // 2
+    column = np.arange(length)
+    inside = np.minimum(column, half) + np.minimum(length - 1 - column, half)
+    return float(1 - inside.mean() / (2 * half))
+
+
 def outside_row(draw, row_start, row_length):
     """The pool index of the ``draw``-th element outside the block ``[row_start, row_start +
     row_length)``: uniform over the rest of the pool for ``draw`` uniform in ``[0, pool −

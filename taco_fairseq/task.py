@@ -23,7 +23,7 @@ from .batch import CrossWorkerTacoBatch
 from .data import TC_POSITIONS, ContrastiveSamplingDataset
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 from .metadata import SENTENCEPIECE_MODEL
-from .sampling import SamplingOptions
+from .sampling import SamplingOptions, window_outside_share
 from .totals import AllWorkerTotals, UpdateTotalsEpochIterator
 
 logger = logging.getLogger(__name__)
@@ -73,11 +73,13 @@ def sampling_options(cfg) -> SamplingOptions:
             "--batch-size 1: a batch of one sequence has no negatives, so the TC loss is "
             "skipped on every batch (tc_skipped). Use --batch-size >= 2, or "
             "--tc-cross-worker-negatives with several workers")
-    if cfg.tc_window // 2 >= cfg.tokens_per_sample:
+    if cfg.tc_window > cfg.tokens_per_sample:
+        share = window_outside_share(cfg.tc_window, cfg.tokens_per_sample)
         logger.warning(
             f"--tc-window {cfg.tc_window} reaches beyond --tokens-per-sample "
-            f"{cfg.tokens_per_sample}: positives then mostly fall back to a uniform draw from "
-            "the rest of the sequence")
+            f"{cfg.tokens_per_sample}: the window is wider than a block, so {share:.0%} of the "
+            "positives fall outside it and are drawn uniformly from the rest of the sequence "
+            f"instead. Use a --tc-window of at most {cfg.tokens_per_sample} (5 in the paper)")
     return SamplingOptions(window=cfg.tc_window, num_negatives=cfg.tc_negatives,
                            cross_worker=cfg.tc_cross_worker_negatives)
 
@@ -107,6 +109,28 @@ def check_masking_options(cfg) -> None:
             given = ", ".join(f"--{name.replace('_', '-')} {getattr(cfg, name)}"
                               for name in names)
             raise OptionError(f"{given}: fairseq's masked LM needs {condition}")
+
+
+def warn_of_few_anchors(cfg) -> None:
+    """Warn when a batch of the task's config ``cfg`` is expected to hold fewer than one
+    anchor: with ``--tc-positions masked`` (``unmasked``) a share ``--mask-prob`` (1 − it) of
+    the at most ``--batch-size`` × ``--tokens-per-sample`` tokens of a batch are anchors, an
+    upper bound of their mean (not known without ``--batch-size``). Most batches then have no
+    TC loss, and an update without a masked token and an anchor trains on nothing (the
+    ``taco`` criterion counts it in ``skipped_updates``)."""
+    shares = {"masked": (cfg.mask_prob, "Raise"), "unmasked": (1 - cfg.mask_prob, "Lower")}
+    if cfg.tc_positions not in shares or not cfg.batch_size:
+        return
+    share, fix = shares[cfg.tc_positions]
+    expected = share * cfg.batch_size * cfg.tokens_per_sample
+    if expected < 1:
+        logger.warning(
+            f"--tc-positions {cfg.tc_positions} with --mask-prob {cfg.mask_prob:g}: a batch of "
+            f"--batch-size {cfg.batch_size} × --tokens-per-sample {cfg.tokens_per_sample} tokens "
+            f"holds at most {expected:.3g} anchors on average, so most batches have no TC loss, "
+            "and an update without a masked token and an anchor trains on nothing (counted in "
+            f"skipped_updates). {fix} --mask-prob, raise --batch-size or --tokens-per-sample, "
+            "or use --tc-positions all")
 
 
 def check_token_ids(split_path: str, dictionary, combine: bool) -> None:
@@ -187,6 +211,7 @@ class TacoMaskedLMTask(MaskedLMTask):
         """
         sampling = sampling_options(cfg)
         check_masking_options(cfg)
+        warn_of_few_anchors(cfg)
         super().__init__(cfg, dictionary)
         self.sampling = sampling
         self._totals = AllWorkerTotals()

@@ -19,6 +19,7 @@ from conftest import REPO, USER_DIR, first_batch, fairseq_setup, run_fairseq, ru
 from distributed_worker import Backward
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
 from taco_fairseq.metadata import DICTIONARY_KEY, SENTENCEPIECE_KEY
+from taco_fairseq.sampling import window_outside_share
 
 
 @pytest.mark.parametrize(
@@ -62,6 +63,17 @@ def test_bad_options_fail_at_start(tiny_databin, options, message):
     [
         (("--batch-size", "1"), "--batch-size 1: a batch of one sequence has no negatives"),
         (("--tc-window", "201"), "--tc-window 201 reaches beyond --tokens-per-sample 64"),
+        # wider than the block, yet most positives in the window (issue 43: no warning before)
+        (("--tc-window", "101"), "--tc-window 101 reaches beyond --tokens-per-sample 64: the "
+         "window is wider than a block, so 40% of the positives fall outside it"),
+        # fewer than one anchor per batch (issue 43: 16 of 20 updates trained on nothing)
+        (("--tc-positions", "masked", "--mask-prob", "0.0005", "--batch-size", "8"),
+         "--tc-positions masked with --mask-prob 0.0005: a batch of --batch-size 8 × "
+         "--tokens-per-sample 64 tokens holds at most 0.256 anchors on average"),
+        (("--tc-positions", "unmasked", "--mask-prob", "0.999", "--batch-size", "8"),
+         "holds at most 0.512 anchors on average, so most batches have no TC loss, and an update "
+         "without a masked token and an anchor trains on nothing (counted in skipped_updates). "
+         "Lower --mask-prob, raise --batch-size"),
         # τ: the TC loss pinned at log2(51) = 5.672 bits; or of order 1/τ nats
         (("--tc-temperature", "100000"), "--tc-temperature 100000: above 0.5, the scores cos/τ "
          "lie within ±1e-05, so the TC loss stays between 5.672397 bits (perfectly aligned "
@@ -75,6 +87,65 @@ def test_suspicious_options_are_logged(tiny_databin, caplog, options, message):
         fairseq_setup(tiny_databin, *options)
     assert message in caplog.text
     assert caplog.text.count(message) == 1  # once
+
+
+@pytest.mark.parametrize("options", [
+    ("--tc-window", "63"),  # within the block of 64
+    ("--tc-positions", "masked", "--mask-prob", "0.002", "--batch-size", "8"),  # 1.02 anchors
+    ("--tc-positions", "masked", "--mask-prob", "0.0005"),  # no --batch-size: not known
+])
+def test_windows_within_the_block_and_enough_anchors_are_not_warned(tiny_databin, caplog,
+                                                                     options):
+    with caplog.at_level(logging.WARNING):
+        fairseq_setup(tiny_databin, *options)
+    assert "reaches beyond" not in caplog.text and "anchors on average" not in caplog.text
+
+
+@pytest.mark.parametrize("window, length", [(3, 2), (5, 64), (63, 64), (101, 64), (201, 64)])
+def test_the_warned_share_of_positives_outside_the_block_counts_every_position(window, length):
+    half = window // 2
+    offsets = [offset for offset in range(-half, half + 1) if offset]
+    outside = sum(not 0 <= column + offset < length
+                  for column in range(length) for offset in offsets)
+    assert window_outside_share(window, length) == pytest.approx(
+        outside / (length * len(offsets)), abs=1e-15)
+
+
+def test_updates_without_masked_tokens_or_anchors_are_logged_as_skipped(tiny_databin):
+    """--tc-positions masked --mask-prob 0.0005 (issue 43): an update whose batch has no masked
+    token, and so no anchor, trains on nothing (zero gradient). fairseq's meters show the last
+    value logged when an interval has no weighted one, so it logged loss 0; now it logs no
+    loss (None), mlm_loss or tc_loss, counts in skipped_updates, and leaves the interval's
+    averages to the updates that trained."""
+    from fairseq.logging import metrics
+    from fairseq.trainer import Trainer
+
+    cfg, task, model, criterion = fairseq_setup(
+        tiny_databin, "--tc-positions", "masked", "--mask-prob", "0.0005", "--optimizer", "adam",
+        "--lr", "0", "--dropout", "0", "--attention-dropout", "0")
+    trainer = Trainer(cfg, task, model, criterion)
+    batches = task.get_batch_iterator(task.dataset("valid"), max_sentences=8,
+                                      seed=1).next_epoch_itr(shuffle=False)
+    batches = list(itertools.islice(batches, 40))
+    empty = next(b for b in batches if not b["target"].ne(task.dictionary.pad()).any())
+    trained = next(b for b in batches if len(b["taco"].anchor))
+
+    def logged(*updates):
+        with metrics.aggregate(new_root=True) as interval:
+            for batch in updates:
+                trainer.train_step([batch])
+        return interval.get_smoothed_values()
+
+    skipped = logged(empty)
+    assert skipped["skipped_updates"] == 1 and skipped["tc_anchors"] == 0
+    assert skipped["loss"] is None and skipped["mlm_loss"] is None and skipped["tc_loss"] is None
+    assert skipped["gnorm"] == 0
+    alone, mixed = logged(trained), logged(empty, trained, empty)
+    assert alone["skipped_updates"] == 0 and mixed["skipped_updates"] == 2
+    assert alone["loss"] > 0 and mixed["loss"] == alone["loss"]  # --lr 0: the same model
+    with metrics.aggregate(new_root=True) as validation:
+        trainer.valid_step(empty)
+    assert validation.get_smoothed_values()["loss"] is None
 
 
 @pytest.mark.parametrize("temperature", ["0.07", "0.5", "0.01"])

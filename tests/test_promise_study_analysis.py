@@ -1,0 +1,296 @@
+"""docs/results/promise-study/analysis.py, the declared decision of the promise study (its
+PLAN.md), on made-up rows whose outcome is known: the two gates, Q1 and Q2 with Holm, the
+described speed-up, the refusal of incomplete rows and the power calculation. Fast: no fairseq,
+no torch."""
+
+import math
+import runpy
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from taco_fairseq.comparison.tables import write_checkpoints_csv
+
+from conftest import REPO
+
+SEEDS = (6, 7, 8, 9, 10, 11)
+#: A fixed pattern over the six seeds with mean 0 and SD 1: ``mean + sd * PATTERN`` has that
+#: mean and SD exactly, so each test's t statistics are known.
+_RAW = np.array([-1.2, 0.8, -0.4, 1.4, 0.2, -0.8])
+PATTERN = (_RAW - _RAW.mean()) / _RAW.std(ddof=1)
+#: (pos_accuracy_ambiguous, mlm_loss_wikitext2, neighbour_share) of each arm's checkpoints
+#: (the validation loss is the WikiText-2 loss; none at update 0): MLM leaves the plateau by
+#: 3,000 updates (share 0.6 against a uniform 0.087, 7.5 bits).
+CURVES = {
+    "mlm": {0: (60, 10.0, 0.06), 1000: (62, 9.3, 0.06), 2000: (66, 8.4, 0.3),
+            3000: (70, 7.5, 0.6), 4000: (72, 7.0, 0.7), 6000: (74, 6.6, 0.75),
+            8000: (75, 6.4, 0.75), 10000: (76, 6.3, 0.75)},
+    "taco": {0: (60, 10.0, 0.06), 1000: (68, 8.0, 0.5), 2000: (73, 7.0, 0.7),
+             3000: (75.5, 6.5, 0.8), 3500: (76.5, 6.2, 0.8)},
+    "taco-branch": {5000: (75, 6.5, 0.8), 6000: (75.5, 6.4, 0.8)},
+}
+
+
+@pytest.fixture(scope="module")
+def analysis():
+    """docs/results/promise-study/analysis.py's names, the script run once by path (it is in
+    no package) without its ``__main__`` part."""
+    path = REPO / "docs" / "results" / "promise-study" / "analysis.py"
+    return SimpleNamespace(**runpy.run_path(str(path)))
+
+
+def _rows(q1=(0.5, 0.6, -0.1, 0.08), q2=(-0.5, 2.0, -0.05, 0.08), early=(62.0, 1.0)):
+    """Six seeds on :data:`CURVES`, each seed's values shifted by its own offset (0.3 points,
+    0.02 bits per seed), TACO's and the branch's by 0.2 points and 0.01 bits × PATTERN more
+    (so that they reach MLM's values at different updates); the endpoints set so that, per
+    seed, D = TACO(3,500) − MLM(10,000) is ``mean + sd · PATTERN`` with ``q1`` = (POS mean,
+    POS SD, loss mean, loss SD), the same for the branch at 6,000 with ``q2``, and MLM(1,000)'s
+    POS is ``early`` = (mean, SD) plus the seed's offset."""
+    rows = []
+    for i, seed in enumerate(SEEDS):
+        shift = seed - 8
+        for objective, curve in CURVES.items():
+            wobble = 0 if objective == "mlm" else PATTERN[i]
+            for updates, (pos, loss, share) in curve.items():
+                loss += 0.02 * shift + 0.01 * wobble * (updates > 0)
+                rows.append({"objective": objective, "pretrain_seed": seed, "updates": updates,
+                             "pos_accuracy_ambiguous": pos + 0.3 * shift
+                             + 0.2 * wobble * (updates > 0),
+                             "mlm_loss_wikitext2": loss,
+                             "valid_mlm_loss": None if updates == 0 else loss,
+                             "neighbour_share": share, "neighbour_share_uniform": 0.087})
+        mlm_pos, mlm_loss = 76 + 0.3 * shift, 6.3 + 0.02 * shift
+        for objective, updates, (pos_d, pos_sd, loss_d, loss_sd) in (
+                ("taco", 3500, q1), ("taco-branch", 6000, q2)):
+            _set(rows, objective, seed, updates, pos_accuracy_ambiguous=mlm_pos + pos_d
+                 + pos_sd * PATTERN[i], mlm_loss_wikitext2=mlm_loss + loss_d
+                 + loss_sd * PATTERN[::-1][i])
+        _set(rows, "mlm", seed, 1000,
+             pos_accuracy_ambiguous=early[0] + 0.3 * shift + early[1] * PATTERN[i])
+    return rows
+
+
+def _set(rows, objective, seed, updates, **values):
+    """Sets ``values`` in the row of that checkpoint (added when there is none)."""
+    for row in rows:
+        if (row["objective"], row["pretrain_seed"], row["updates"]) == (objective, seed,
+                                                                         updates):
+            row.update(values)
+            return
+    rows.append({"objective": objective, "pretrain_seed": seed, "updates": updates, **values})
+
+
+def _verdicts(analysis, rows):
+    """{question: verdict} of ``rows`` (both gates passing)."""
+    return {q.name: q.verdict for q in analysis.questions(analysis.Study(rows))}
+
+
+def test_the_constants_are_the_declared_ones(analysis):
+    """The numbers fixed by PLAN.md, EXIT_RATIO read from its module's source."""
+    assert (analysis.N, analysis.B, analysis.BRANCH_END, analysis.GATE_B_EARLY) == (
+        10000, 4000, 6000, 1000)
+    assert analysis.EXIT_RATIO == 1.5  # read from taco_fairseq/neighbour_attention.py
+    assert (analysis.Q_ALPHA, analysis.POS_MARGIN, analysis.LOSS_MARGIN) == (0.025, 1.0, 0.15)
+    with pytest.raises(LookupError, match="no top-level `NOTHING"):
+        analysis.source_constant("taco_fairseq.neighbour_attention", "NOTHING")
+
+
+def test_both_gates_pass_q1_is_supported_and_q2_inconclusive(analysis, tmp_path, capsys):
+    """(a) TACO(3,500) non-inferior on both measures; the branch's POS too spread to say."""
+    rows = _rows()
+    study = analysis.Study(rows)
+    exits, passed = analysis.gate_a(study)
+    assert passed and [e.seed for e in exits] == list(SEEDS)
+    assert exits[0].ratio == pytest.approx(0.7 / 0.087)
+    test, passed = analysis.gate_b(study)
+    assert passed and test.difference == pytest.approx(14.0) and test.n == 6
+    q1, q2 = analysis.questions(study)
+    assert (q1.verdict, q2.verdict) == ("supported", "inconclusive")
+    pos, loss = q1.tests
+    assert pos.difference == pytest.approx(0.5) and loss.difference == pytest.approx(-0.1)
+    # one-sided t of the non-inferiority on POS: (D + margin) / (sd / √n), 5 degrees of freedom
+    assert pos.p_noninferior == pytest.approx(stats.t.sf(1.5 / (0.6 / math.sqrt(6)), 5))
+    # loss: lower is better, so the margin is above: H0 D ≥ +0.15
+    assert loss.p_noninferior == pytest.approx(stats.t.sf(0.25 / (0.08 / math.sqrt(6)), 5))
+    assert q1.p == max(pos.p_noninferior, loss.p_noninferior)  # both required
+    assert (q1.level, q2.level) == (0.0125, 0.025)
+    assert pos.confidence == pytest.approx(0.975)
+    half = stats.t.ppf(1 - 0.0125, 5) * 0.6 / math.sqrt(6)
+    assert (pos.low, pos.high) == (pytest.approx(0.5 - half), pytest.approx(0.5 + half))
+    path = tmp_path / "checkpoints.csv"
+    write_checkpoints_csv(rows, path)
+    assert analysis.main(["--csv", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Gate A: **passed**" in out and "Gate B: **passed**" in out
+    assert "- Q1: p = " in out and "**supported**" in out and "**inconclusive**" in out
+    assert "no claim" not in out
+
+
+@pytest.mark.parametrize("seed_row", [
+    {"neighbour_share": 0.12},  # ratio 1.38 < 1.5: still on the plateau
+    {"valid_mlm_loss": 8.6},    # the share left, the loss did not
+])
+def test_gate_a_failing_in_one_seed_makes_no_claim(analysis, capsys, tmp_path, seed_row):
+    """(b) one seed's MLM(4,000) has not left the plateau: no claim, still the description."""
+    rows = _rows()
+    _set(rows, "mlm", 8, 4000, **seed_row)
+    study = analysis.Study(rows)
+    exits, passed = analysis.gate_a(study)
+    assert not passed and [e.seed for e in exits if not e.passed] == [8]
+    report = analysis.report(study)
+    assert "Gate A: **failed** (seeds 8)" in report
+    assert "Gate A failed: **no claim is made**" in report
+    assert "- Q1: p" not in report and "supported" not in report
+    assert "## The speed-up" in report and "### At equal updates" in report
+    path = tmp_path / "checkpoints.csv"
+    write_checkpoints_csv(rows, path)
+    assert analysis.main(["--csv", str(path)]) == 0  # a failed gate is a result
+    assert "no claim is made" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("early", [
+    (75.5, 3.0),  # MLM(10,000) − MLM(1,000) = +0.5 ± 3: not significant
+    (77.0, 0.5),  # −1.0, significant, but the wrong way
+])
+def test_gate_b_failing_makes_no_claim(analysis, early):
+    """(c) the measure does not see MLM's training although Gate A passes."""
+    study = analysis.Study(_rows(early=early))
+    assert analysis.gate_a(study)[1]
+    test, passed = analysis.gate_b(study)
+    assert not passed and test.difference == pytest.approx(76 - early[0])
+    report = analysis.report(study)
+    assert "Gate A: **passed**" in report and "Gate B: **failed**" in report
+    assert "Gate B failed: **no claim is made**" in report and "- Q1: p" not in report
+
+
+@pytest.mark.parametrize("q1", [
+    (-3.0, 0.6, -0.1, 0.08),  # POS 3 points below, far beyond the 1-point margin
+    (0.5, 0.6, 0.4, 0.08),    # the loss 0.4 bits above, beyond 0.15 bits
+])
+def test_worse_than_the_margin_on_either_measure_is_refuted(analysis, q1):
+    """(d) Q1 refuted at its Holm level (here the second, 0.025: Q2's p is smaller)."""
+    q1_result, q2_result = analysis.questions(analysis.Study(_rows(q1=q1)))
+    assert q1_result.verdict == "refuted" and q2_result.verdict == "inconclusive"
+    assert q1_result.level == 0.025 and q2_result.level == 0.0125
+    assert min(t.p_worse for t in q1_result.tests) < 0.001
+    # worse, but within the margin and spread: only inconclusive
+    assert _verdicts(analysis, _rows(q1=(-0.5, 2.0, -0.1, 0.08)))["Q1"] == "inconclusive"
+
+
+def test_holm_levels_step_down(analysis):
+    """(e) the smaller p against 0.0125, the larger against 0.025, and only after the first."""
+    assert analysis.holm_levels([0.02, 0.01]) == ([0.025, 0.0125], [True, True])
+    assert analysis.holm_levels([0.01, 0.02]) == ([0.0125, 0.025], [True, True])
+    assert analysis.holm_levels([0.015, 0.02]) == ([0.0125, 0.025], [False, False])
+    assert analysis.holm_levels([0.02, 0.5]) == ([0.0125, 0.025], [False, False])
+    assert analysis.holm_levels([0.001, 0.5]) == ([0.0125, 0.025], [True, False])
+
+
+def _q_with_p(p):
+    """(POS mean, POS SD, loss mean, loss SD) of a question whose p is ``p``: D = 0 on POS
+    with the SD that puts its one-sided t at p, the loss far inside its margin."""
+    return (0.0, 1.0 * math.sqrt(6) / stats.t.isf(p, 5), -0.1, 0.01)
+
+
+@pytest.mark.parametrize("q2, verdicts", [
+    ((0.5, 0.3, -0.05, 0.08), ("supported", "supported")),  # Q2 first (p tiny), Q1 at 0.025
+    ((-0.5, 2.0, -0.05, 0.08), ("inconclusive", "inconclusive")),  # Q1 first, at 0.0125
+    (_q_with_p(0.02), ("inconclusive", "inconclusive")),  # 0.02 < 0.025, but step-down stops
+])
+def test_holm_orders_the_questions_by_their_p(analysis, q2, verdicts):
+    """(e) Q1 has p = 0.018: supported only when Q2's p is smaller and rejected first."""
+    q1, q2_result = analysis.questions(analysis.Study(_rows(q1=_q_with_p(0.018), q2=q2)))
+    assert q1.p == pytest.approx(0.018)
+    assert (q1.verdict, q2_result.verdict) == verdicts
+
+
+def test_the_speed_up_is_interpolated_and_censored(analysis):
+    """(f) seed 6 reaches MLM(10,000) at 3,250 (TACO) and 5,500 (branch); seed 7 at 3,400 and
+    4,800 (between MLM(4,000), the branch's start, and its 5,000); seed 8 never."""
+    rows = [r for r in _rows() if r["pretrain_seed"] in (6, 7, 8)]
+    for seed, taco, branch in ((6, (74, 78), (75, 77)), (7, (72, 77), (77, 78)),
+                               (8, (74, 75), (74, 75))):
+        _set(rows, "mlm", seed, 10000, pos_accuracy_ambiguous=76.0, mlm_loss_wikitext2=6.3)
+        _set(rows, "mlm", seed, 4000, pos_accuracy_ambiguous=72.0)
+        for updates, value in zip((3000, 3500), taco):
+            _set(rows, "taco", seed, updates, pos_accuracy_ambiguous=value)
+        for updates, value in zip((5000, 6000), branch):
+            _set(rows, "taco-branch", seed, updates, pos_accuracy_ambiguous=value)
+    _set(rows, "taco", 6, 3000, mlm_loss_wikitext2=6.5)
+    _set(rows, "taco", 6, 3500, mlm_loss_wikitext2=6.1)
+    study = analysis.Study(rows)
+    pos = analysis.reaches(study, "pos_accuracy_ambiguous")
+    assert [(r.seed, r.taco, r.branch) for r in pos] == [
+        (6, pytest.approx(3250), pytest.approx(5500)), (7, pytest.approx(3400),
+                                                        pytest.approx(4800)), (8, None, None)]
+    assert pos[0].branch_ratio == pytest.approx(10000 / 5500)
+    assert pos[0].branch_ratio_after == pytest.approx(6000 / 1500)
+    assert pos[2].taco_ratio is None and pos[2].branch_ratio_after is None
+    # the loss: lower is better, reached going down
+    assert analysis.reaches(study, "mlm_loss_wikitext2")[0].taco == pytest.approx(3250)
+    summary = analysis.summarize([r.taco_ratio for r in pos])
+    logs = np.log([10000 / 3250, 10000 / 3400])
+    half = stats.t.ppf(0.975, 1) * logs.std(ddof=1) / math.sqrt(2)
+    assert (summary.reached, summary.censored) == (2, 1)
+    assert summary.mean == pytest.approx(math.exp(logs.mean()))
+    assert (summary.low, summary.high) == (pytest.approx(math.exp(logs.mean() - half)),
+                                           pytest.approx(math.exp(logs.mean() + half)))
+    assert analysis.summarize([None, None]).mean is None
+    assert analysis.summarize([2.0, math.inf, None]).at_start == 1
+    report = analysis.report(study)
+    assert "| 8 | 76.00 | not reached by 3,500 |" in report
+    assert "| 6 | 76.00 | 3,250 | 3.08× | 5,500 | 1.82× | 4.00× |" in report
+    assert "reached by 2, censored (not reached) 1" in report
+    curves = {u: (taco, branch) for u, taco, branch
+              in analysis.equal_updates(study, "pos_accuracy_ambiguous")}
+    assert 0 not in curves and 4000 not in curves and curves[6000][0] is None
+    assert curves[3000] == ((3, pytest.approx((74 + 72 + 74) / 3 - (70 + 0.3 * (-1)))), None)
+    assert curves[6000][1] == (3, pytest.approx((77 + 78 + 75) / 3 - (74 + 0.3 * (-1))))
+
+
+def test_a_seed_lacking_a_row_is_refused_with_every_gap_listed(analysis, tmp_path, capsys):
+    """(g) one clear error naming each missing row and value; the command exits 1."""
+    rows = [r for r in _rows() if (r["objective"], r["pretrain_seed"], r["updates"])
+            != ("taco", 9, 3500)]
+    _set(rows, "mlm", 7, 4000, neighbour_share=None)
+    with pytest.raises(ValueError) as error:
+        analysis.Study(rows)
+    message = str(error.value)
+    assert "taco seed 9 at 3,500 updates: no row" in message
+    assert "mlm seed 7 at 4,000 updates: no neighbour_share" in message
+    assert message.count(" updates: ") == 2
+    path = tmp_path / "checkpoints.csv"
+    write_checkpoints_csv(rows, path)
+    assert analysis.main(["--csv", str(path)]) == 1
+    assert "taco seed 9 at 3,500 updates: no row" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="1 seed.*needs 2"):
+        analysis.Study([r for r in _rows() if r["pretrain_seed"] == 6])
+    with pytest.raises(ValueError, match="objective 'tacco'.*mlm seed 6 at 4,000 updates: 2 rows"):
+        analysis.Study(_rows() + [{"objective": "tacco", "pretrain_seed": 6, "updates": 0},
+                                  {"objective": "mlm", "pretrain_seed": 6, "updates": 4000}])
+
+
+def test_power_is_the_product_of_the_noncentral_t_powers(analysis, capsys):
+    """(h) against scipy's noncentral t directly and a published case."""
+    # G*Power, one-sample t, d = 0.5, two-sided α = 0.05 (one-sided 0.025), power 0.8: n = 34
+    assert analysis.seeds_for_power(2.0, 1e-6, level=0.025) == 34
+    n, df = 7, 6
+    critical = stats.t.ppf(1 - 0.0125, df)
+    direct = (stats.nct.sf(critical, df, 1.0 * math.sqrt(n) / 0.56)
+              * stats.nct.sf(critical, df, 0.15 * math.sqrt(n) / 0.085))
+    assert analysis.q_power(n, 0.56, 0.085) == pytest.approx(direct)
+    n = analysis.seeds_for_power(0.56, 0.085)
+    assert analysis.q_power(n, 0.56, 0.085) >= 0.8 > analysis.q_power(n - 1, 0.56, 0.085)
+    # a true loss difference of +0.05 bits leaves 0.10 of the 0.15 bits' room: more seeds
+    assert analysis.seeds_for_power(0.56, 0.085, true_loss=0.05) > n
+    # large n: the normal approximation ((z₁₋ₐ + z_power) · sd / margin)² plus z₁₋ₐ² / 2 for
+    # the t distribution (Guenther 1981, The American Statistician 35:243), 953.0
+    z = stats.norm.isf(0.0125)
+    approximation = ((z + stats.norm.isf(0.2)) * 10 / 1.0) ** 2 + z ** 2 / 2
+    assert abs(analysis.seeds_for_power(10.0, 1e-6) - approximation) < 1.5
+    with pytest.raises(ValueError, match="at or beyond the margin"):
+        analysis.seeds_for_power(0.56, 0.085, true_pos=-1.0)
+    assert analysis.main(["power", "--sd-pos", "0.56", "--sd-loss", "0.085"]) == 0
+    assert capsys.readouterr().out.startswith(f"n = {n} pre-training seeds: power ")

@@ -12,6 +12,9 @@ the data-bin's ``sentencepiece.bpe.model`` instead of fairseq's GPT-2 default (w
                                                         # layers + 1 tensors [1, tokens, hidden]
     roberta.fill_mask("The capital of France is <mask>.", topk=3)
                                                         # [(filled text, probability, token)]
+
+A GLUE fine-tuned checkpoint (fairseq's ``sentence_prediction``) loads alike, with ``predict``
+for its classification head; it keeps its pre-training LM head, so ``fill_mask`` works too.
 """
 
 from pathlib import Path
@@ -90,12 +93,13 @@ class TacoHubInterface(RobertaHubInterface):
         dictionary = self.task.source_dictionary
         if not 1 <= topk <= len(dictionary):
             raise ValueError(f"topk must be in 1..{len(dictionary)}, got {topk}")
+        mask_idx = dictionary.index(self.MASK)  # added by masked_lm and sentence_prediction
         spans = [self.bpe.encode(span.rstrip()) for span in masked_input.split(self.MASK)]
         line = "<s> " + f" {self.MASK} ".join(spans).strip() + " </s>"
         tokens = dictionary.encode_line(line, append_eos=False, add_if_not_exist=False).long()
         with utils.model_eval(self.model), torch.no_grad():
             logits, _ = self.model(tokens.unsqueeze(0).to(self.device))
-        probabilities = logits[0, tokens.eq(self.task.mask_idx).to(self.device)][0].softmax(-1)
+        probabilities = logits[0, tokens.eq(mask_idx).to(self.device)][0].softmax(-1)
         values, indices = probabilities.topk(topk)
         # the mask and the space before it become the filling (SentencePiece marks a word
         # start with U+2581), as fairseq's fill_mask does
@@ -110,6 +114,32 @@ class TacoHubInterface(RobertaHubInterface):
         return fillings
 
 
+def default_sentencepiece_model(data_dir: Path) -> Path:
+    """The SentencePiece model of the data directory ``data_dir``: its own
+    ``sentencepiece.bpe.model`` (a pre-training data-bin), else that of the pre-training
+    data-bin that its ``prep_info.json`` records (a GLUE task directory of
+    ``taco-prepare-glue``).
+
+    Raises:
+        FileNotFoundError: neither exists; the message names where it looked and what to pass.
+    """
+    from .glue.databin import read_prep_info
+    from .prep.pretraining import INFO_FILE
+
+    own = data_dir / SENTENCEPIECE_MODEL
+    if own.is_file():
+        return own
+    recorded = ((data_dir / INFO_FILE).is_file()
+                and read_prep_info(data_dir).get("pretraining_data"))
+    if recorded and (Path(recorded) / SENTENCEPIECE_MODEL).is_file():
+        return Path(recorded) / SENTENCEPIECE_MODEL
+    where = (f"nor in the pre-training data-bin {recorded} that its {INFO_FILE} records"
+             if recorded else "(a GLUE task directory?)")
+    raise FileNotFoundError(
+        f"no {SENTENCEPIECE_MODEL} in {data_dir} {where}: pass the pre-training data-bin's "
+        "model (sentencepiece_model= in Python, --sentencepiece-model of taco-export-hf)")
+
+
 def from_pretrained(
     checkpoint: PathLike,
     data_dir: Optional[PathLike] = None,
@@ -117,14 +147,17 @@ def from_pretrained(
 ) -> TacoHubInterface:
     """Load a fairseq RoBERTa checkpoint (``taco_masked_lm``, ``masked_lm`` or a fine-tuned
     ``sentence_prediction`` one) with the SentencePiece BPE, in eval mode, on the CPU.
+    Fine-tuning keeps the pre-training LM head (``fill_mask``): fairseq's RoBERTa saves it with
+    every checkpoint, unchanged by fine-tuning but for the token embeddings it shares.
 
     Args:
         checkpoint: a checkpoint file, or a save directory (:func:`resolve_checkpoint`).
         data_dir: the data-bin whose ``dict.txt`` the model was trained with (for
             ``sentence_prediction``: the task directory with ``input0/``); default: the one
             recorded in the checkpoint (:func:`taco_fairseq.metadata.recorded_data_dir`).
-        sentencepiece_model: default: ``data_dir/sentencepiece.bpe.model`` (a GLUE task
-            directory has none: pass the pre-training data-bin's).
+        sentencepiece_model: default: ``data_dir/sentencepiece.bpe.model``, else (a GLUE task
+            directory) the pre-training data-bin's that ``data_dir/prep_info.json`` records
+            (:func:`default_sentencepiece_model`).
 
     Returns:
         a :class:`TacoHubInterface` (fairseq's ``RobertaHubInterface``): ``encode(text, *more_texts)`` -> ``[tokens]``,
@@ -156,13 +189,7 @@ def from_pretrained(
     if not data_dir.is_dir():
         raise FileNotFoundError(f"data_dir not found: {data_dir}")
     if sentencepiece_model is None:
-        sentencepiece_model = data_dir / SENTENCEPIECE_MODEL
-        if not sentencepiece_model.is_file():
-            raise FileNotFoundError(
-                f"no {SENTENCEPIECE_MODEL} in {data_dir} (a GLUE task directory?): pass the "
-                "pre-training data-bin's model (sentencepiece_model= in Python, "
-                "--sentencepiece-model of taco-export-hf)"
-            )
+        sentencepiece_model = default_sentencepiece_model(data_dir)
     elif not Path(sentencepiece_model).is_file():
         raise FileNotFoundError(f"sentencepiece_model not found: {sentencepiece_model}")
     sentencepiece_model = Path(sentencepiece_model).resolve()

@@ -255,3 +255,21 @@ def glue_databin(glue_data, tiny_databin, tmp_path_factory) -> Path:
     prepare_glue(GluePrepOptions(glue_dir=glue_data, pretraining_data=tiny_databin,
                                  destdir=destdir, workers=2))
     return destdir
+
+
+@pytest.fixture(scope="session")
+def finetuned_checkpoint(glue_databin, trained_checkpoint, tmp_path_factory) -> Path:
+    """``trained_checkpoint`` fine-tuned on RTE of ``glue_databin`` for 1 update with the GLUE
+    runner's recipe (fairseq's ``sentence_prediction``); returns its ``checkpoint_best.pt``."""
+    from taco_fairseq.glue.databin import read_prep_info
+    from taco_fairseq.glue.recipes import Hyperparameters, finetune_args
+    from taco_fairseq.glue.tasks import get_task
+
+    task_dir, save_dir = glue_databin / "RTE", tmp_path_factory.mktemp("rte_run")
+    run_fairseq("fairseq-train", *finetune_args(
+        get_task("RTE"), task_dir, trained_checkpoint / "checkpoint_last.pt",
+        arch="roberta_tiny", max_positions=64,
+        train_rows=read_prep_info(task_dir)["splits"]["train"]["rows"],
+        hyper=Hyperparameters(16, 1e-5, 1), seed=1, save_dir=save_dir, user_dir=USER_DIR,
+        extra=("--cpu", "--num-workers", "0"), max_updates=1))
+    return save_dir / "checkpoint_best.pt"

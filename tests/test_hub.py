@@ -2,6 +2,7 @@
 and errors that name what to pass."""
 
 import ast
+import json
 import re
 
 import pytest
@@ -80,6 +81,29 @@ def test_fill_mask_returns_topk_fillings_with_their_own_probabilities(trained_ch
         roberta.fill_mask(text, topk=0)
 
 
+def test_a_glue_finetuned_checkpoint_loads_from_what_it_records_and_fills_masks(
+        finetuned_checkpoint, trained_checkpoint, tiny_databin, glue_databin):
+    """From the checkpoint alone (issue 43): its GLUE task directory, and the SentencePiece
+    model of the pre-training data-bin that taco-prepare-glue recorded there; fairseq keeps the
+    LM head through fine-tuning, so fill_mask works (it failed on the task's mask_idx)."""
+    roberta = hub.from_pretrained(finetuned_checkpoint)
+    assert roberta.cfg.task.data == str((glue_databin / "RTE").resolve())
+    assert roberta.cfg.bpe.sentencepiece_model == str(
+        (tiny_databin / "sentencepiece.bpe.model").resolve())
+    pretrained = trained_checkpoint / "checkpoint_last.pt"
+    weights = {path: load_lazily(path)["model"] for path in (finetuned_checkpoint, pretrained)}
+    for name in ("encoder.lm_head.dense.weight", "encoder.lm_head.bias"):  # not fine-tuned
+        assert torch.equal(weights[finetuned_checkpoint][name], weights[pretrained][name])
+    text = "The cat sat on the <mask>."
+    fillings, before = roberta.fill_mask(text, topk=3), hub.from_pretrained(pretrained).fill_mask(
+        text, topk=3)
+    # one update at lr 1e-5 barely moves the token embeddings the LM head shares
+    assert [token for *_, token in fillings] == [token for *_, token in before]
+    assert [p for _, p, _ in fillings] == pytest.approx([p for _, p, _ in before], abs=1e-3)
+    tokens = roberta.encode("A sentence.", "Another one.")
+    assert roberta.predict("sentence_classification_head", tokens).shape == (1, 2)
+
+
 def test_errors_name_what_to_pass(trained_checkpoint, tiny_databin, tmp_path, monkeypatch):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="holds none of checkpoint_best.pt"):
@@ -91,6 +115,13 @@ def test_errors_name_what_to_pass(trained_checkpoint, tiny_databin, tmp_path, mo
     (no_model / "dict.txt").write_bytes((tiny_databin / "dict.txt").read_bytes())
     with pytest.raises(FileNotFoundError,
                        match=r"a GLUE task directory\?\): pass the pre-training data-bin's"):
+        hub.from_pretrained(trained_checkpoint, data_dir=no_model)
+    # a GLUE task directory whose prep_info.json names a data-bin that is gone
+    (no_model / "prep_info.json").write_text(json.dumps({"pretraining_data": str(tmp_path / "gone")}))
+    with pytest.raises(FileNotFoundError, match=(
+            rf"no sentencepiece.bpe.model in {re.escape(str(no_model.resolve()))} nor in the "
+            rf"pre-training data-bin {re.escape(str(tmp_path / 'gone'))} that its "
+            r"prep_info.json records: pass the pre-training data-bin's model")):
         hub.from_pretrained(trained_checkpoint, data_dir=no_model)
     other_vocabulary = tmp_path / "other-databin"
     other_vocabulary.mkdir()

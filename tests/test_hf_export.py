@@ -4,6 +4,7 @@ compared with fairseq on real text; failures of the parity check; loading offlin
 import csv
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -236,6 +237,20 @@ def test_stsb_checkpoint_exports_regression_head(stsb_checkpoint, tiny_databin, 
             got = model(input_ids=tokens.unsqueeze(0)).logits
         assert got.shape == expected.shape == (1, 1)
         assert torch.allclose(got, expected, atol=ATOL, rtol=0)
+
+
+def test_the_export_has_the_permissions_of_the_users_umask(trained_checkpoint, check_lines,
+                                                           tmp_path):
+    """Not those of its staging directory (issue 43: the directory 0700, model.safetensors
+    0600 whatever the umask)."""
+    previous = os.umask(0o027)
+    try:
+        export_to_transformers(trained_checkpoint, tmp_path / "hf", check_lines[:20])
+    finally:
+        os.umask(previous)
+    out = tmp_path / "hf"
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in [out, *out.iterdir()]}
+    assert modes == {"hf": 0o750, **{path.name: 0o640 for path in out.iterdir()}}
 
 
 def test_corrupted_weight_fails_export_loudly(trained_checkpoint, monkeypatch, capsys, tmp_path):

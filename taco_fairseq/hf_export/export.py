@@ -15,12 +15,14 @@ offline::
 
 The directory is written under a temporary name next to ``output_dir``, loaded back from disk,
 compared with fairseq (:func:`taco_fairseq.hf_export.parity.check_parity`) and renamed to
-``output_dir`` only if the check passes; otherwise it is removed and :class:`ParityError` is
+``output_dir`` only if the check passes, with the permissions of a directory made under the
+user's umask (:func:`umask_permissions`); otherwise it is removed and :class:`ParityError` is
 raised.
 """
 
 import json
 import logging
+import os
 import platform
 import shutil
 import tempfile
@@ -128,6 +130,7 @@ def export_to_transformers(
             },
         }
         (staging / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        umask_permissions(staging)
         if output_dir.exists():
             shutil.rmtree(output_dir)
         staging.rename(output_dir)
@@ -140,6 +143,19 @@ def export_to_transformers(
         report.tokenized_ids, report.compared_logits, atol, report.max_abs_diff,
     )
     return report
+
+
+def umask_permissions(directory: Path) -> None:
+    """Give ``directory``, and every directory and file under it, the mode that
+    ``os.makedirs`` and ``open`` give under the user's umask (0755 and 0644 under umask 022):
+    ``tempfile.mkdtemp`` makes the staging directory 0700, and transformers writes
+    ``model.safetensors`` 0600."""
+    umask = os.umask(0)  # the only way to read it; set back at once
+    os.umask(umask)
+    for root, directories, files in os.walk(directory):
+        os.chmod(root, 0o777 & ~umask)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o666 & ~umask)
 
 
 def _head(hub, task_name: str, classification_head: Optional[str]):

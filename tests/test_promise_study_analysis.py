@@ -3,6 +3,7 @@ PLAN.md), on made-up rows whose outcome is known: the two gates, Q1 and Q2 with 
 described speed-up, the refusal of incomplete rows and the power calculation. Fast: no fairseq,
 no torch."""
 
+import ast
 import math
 import runpy
 from types import SimpleNamespace
@@ -15,6 +16,30 @@ from taco_fairseq.comparison.tables import write_checkpoints_csv
 
 from conftest import REPO
 
+
+def _load():
+    """docs/results/promise-study/analysis.py's names, the script run by path (it is in no
+    package) without its ``__main__`` part."""
+    path = REPO / "docs" / "results" / "promise-study" / "analysis.py"
+    return SimpleNamespace(**runpy.run_path(str(path)))
+
+
+#: The script, run once: the made-up rows are built on its update counts, so that they follow
+#: a change of the plan's constants (test_the_constants_are_the_declared_ones pins them).
+ANALYSIS = _load()
+N, B, TACO_END, BRANCH_END, EARLY = (ANALYSIS.N, ANALYSIS.B, ANALYSIS.TACO_END,
+                                     ANALYSIS.BRANCH_END, ANALYSIS.GATE_B_EARLY)
+#: The made-up checkpoints besides those: TACO's (and MLM's) one before TACO_END, the branch's
+#: between B and BRANCH_END, MLM's (and TACO's) between GATE_B_EARLY and TACO_BEFORE, and MLM's
+#: between BRANCH_END and N.
+TACO_BEFORE = TACO_END - 500
+BRANCH_MID = (B + BRANCH_END) // 2
+MIDDLE = (EARLY + TACO_BEFORE) // 2
+LATE = (BRANCH_END + N) // 2
+assert 0 < EARLY < MIDDLE < TACO_BEFORE < TACO_END < B < BRANCH_MID < BRANCH_END < LATE < N, (
+    "the made-up rows assume 0 < GATE_B_EARLY < TACO_END − 500 < TACO_END < B < BRANCH_END < N"
+    " with room between")
+
 SEEDS = (6, 7, 8, 9, 10, 11)
 #: A fixed pattern over the six seeds with mean 0 and SD 1: ``mean + sd * PATTERN`` has that
 #: mean and SD exactly, so each test's t statistics are known.
@@ -22,32 +47,30 @@ _RAW = np.array([-1.2, 0.8, -0.4, 1.4, 0.2, -0.8])
 PATTERN = (_RAW - _RAW.mean()) / _RAW.std(ddof=1)
 #: (pos_accuracy_ambiguous, mlm_loss_wikitext2, neighbour_share) of each arm's checkpoints
 #: (the validation loss is the WikiText-2 loss; none at update 0): MLM leaves the plateau by
-#: 3,000 updates (share 0.6 against a uniform 0.087, 7.5 bits).
+#: TACO_BEFORE updates (share 0.6 against a uniform 0.087, 7.5 bits), well before B.
 CURVES = {
-    "mlm": {0: (60, 10.0, 0.06), 1000: (62, 9.3, 0.06), 2000: (66, 8.4, 0.3),
-            3000: (70, 7.5, 0.6), 4000: (72, 7.0, 0.7), 6000: (74, 6.6, 0.75),
-            8000: (75, 6.4, 0.75), 10000: (76, 6.3, 0.75)},
-    "taco": {0: (60, 10.0, 0.06), 1000: (68, 8.0, 0.5), 2000: (73, 7.0, 0.7),
-             3000: (75.5, 6.5, 0.8), 3500: (76.5, 6.2, 0.8)},
-    "taco-branch": {5000: (75, 6.5, 0.8), 6000: (75.5, 6.4, 0.8)},
+    "mlm": {0: (60, 10.0, 0.06), EARLY: (62, 9.3, 0.06), MIDDLE: (66, 8.4, 0.3),
+            TACO_BEFORE: (70, 7.5, 0.6), B: (72, 7.0, 0.7), BRANCH_END: (74, 6.6, 0.75),
+            LATE: (75, 6.4, 0.75), N: (76, 6.3, 0.75)},
+    "taco": {0: (60, 10.0, 0.06), EARLY: (68, 8.0, 0.5), MIDDLE: (73, 7.0, 0.7),
+             TACO_BEFORE: (75.5, 6.5, 0.8), TACO_END: (76.5, 6.2, 0.8)},
+    "taco-branch": {BRANCH_MID: (75, 6.5, 0.8), BRANCH_END: (75.5, 6.4, 0.8)},
 }
 
 
 @pytest.fixture(scope="module")
 def analysis():
-    """docs/results/promise-study/analysis.py's names, the script run once by path (it is in
-    no package) without its ``__main__`` part."""
-    path = REPO / "docs" / "results" / "promise-study" / "analysis.py"
-    return SimpleNamespace(**runpy.run_path(str(path)))
+    """docs/results/promise-study/analysis.py's names (:data:`ANALYSIS`)."""
+    return ANALYSIS
 
 
 def _rows(q1=(0.5, 0.6, -0.1, 0.08), q2=(-0.5, 2.0, -0.05, 0.08), early=(62.0, 1.0)):
     """Six seeds on :data:`CURVES`, each seed's values shifted by its own offset (0.3 points,
     0.02 bits per seed), TACO's and the branch's by 0.2 points and 0.01 bits × PATTERN more
     (so that they reach MLM's values at different updates); the endpoints set so that, per
-    seed, D = TACO(3,500) − MLM(10,000) is ``mean + sd · PATTERN`` with ``q1`` = (POS mean,
-    POS SD, loss mean, loss SD), the same for the branch at 6,000 with ``q2``, and MLM(1,000)'s
-    POS is ``early`` = (mean, SD) plus the seed's offset."""
+    seed, D = TACO(TACO_END) − MLM(N) is ``mean + sd · PATTERN`` with ``q1`` = (POS mean,
+    POS SD, loss mean, loss SD), the same for the branch at BRANCH_END with ``q2``, and
+    MLM(GATE_B_EARLY)'s POS is ``early`` = (mean, SD) plus the seed's offset."""
     rows = []
     for i, seed in enumerate(SEEDS):
         shift = seed - 8
@@ -61,13 +84,13 @@ def _rows(q1=(0.5, 0.6, -0.1, 0.08), q2=(-0.5, 2.0, -0.05, 0.08), early=(62.0, 1
                              "mlm_loss_wikitext2": loss,
                              "valid_mlm_loss": None if updates == 0 else loss,
                              "neighbour_share": share, "neighbour_share_uniform": 0.087})
-        mlm_pos, mlm_loss = 76 + 0.3 * shift, 6.3 + 0.02 * shift
+        mlm_pos, mlm_loss = (v + d * shift for v, d in zip(CURVES["mlm"][N], (0.3, 0.02)))
         for objective, updates, (pos_d, pos_sd, loss_d, loss_sd) in (
-                ("taco", 3500, q1), ("taco-branch", 6000, q2)):
+                ("taco", TACO_END, q1), ("taco-branch", BRANCH_END, q2)):
             _set(rows, objective, seed, updates, pos_accuracy_ambiguous=mlm_pos + pos_d
                  + pos_sd * PATTERN[i], mlm_loss_wikitext2=mlm_loss + loss_d
                  + loss_sd * PATTERN[::-1][i])
-        _set(rows, "mlm", seed, 1000,
+        _set(rows, "mlm", seed, EARLY,
              pos_accuracy_ambiguous=early[0] + 0.3 * shift + early[1] * PATTERN[i])
     return rows
 
@@ -88,17 +111,24 @@ def _verdicts(analysis, rows):
 
 
 def test_the_constants_are_the_declared_ones(analysis):
-    """The numbers fixed by PLAN.md, EXIT_RATIO read from its module's source."""
-    assert (analysis.N, analysis.B, analysis.BRANCH_END, analysis.GATE_B_EARLY) == (
-        10000, 4000, 6000, 1000)
-    assert analysis.EXIT_RATIO == 1.5  # read from taco_fairseq/neighbour_attention.py
-    assert (analysis.Q_ALPHA, analysis.POS_MARGIN, analysis.LOSS_MARGIN) == (0.025, 1.0, 0.15)
-    with pytest.raises(LookupError, match="no top-level `NOTHING"):
-        analysis.source_constant("taco_fairseq.neighbour_attention", "NOTHING")
+    """The numbers fixed by PLAN.md; EXIT_RATIO the one of taco_fairseq/neighbour_attention.py
+    (read from its source: importing it imports fairseq and torch)."""
+    assert (analysis.N, analysis.TACO_END, analysis.B, analysis.BRANCH_END,
+            analysis.GATE_B_EARLY) == (10500, 3500, 4500, 6500, 1000)
+    assert analysis.TACO_END == analysis.N // 3
+    assert analysis.BRANCH_END == analysis.B + (analysis.N - analysis.B) // 3
+    assert analysis.EXIT_RATIO == 1.5
+    source = (REPO / "taco_fairseq" / "neighbour_attention.py").read_text(encoding="utf-8")
+    declared = [ast.literal_eval(node.value) for node in ast.parse(source).body
+                if isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "EXIT_RATIO" for t in node.targets)]
+    assert declared == [analysis.EXIT_RATIO]
+    assert (analysis.PLATEAU_EXIT_LOSS, analysis.ALPHA, analysis.Q_ALPHA, analysis.POS_MARGIN,
+            analysis.LOSS_MARGIN, analysis.POWER) == (8.5, 0.05, 0.025, 1.0, 0.15, 0.8)
 
 
 def test_both_gates_pass_q1_is_supported_and_q2_inconclusive(analysis, tmp_path, capsys):
-    """(a) TACO(3,500) non-inferior on both measures; the branch's POS too spread to say."""
+    """(a) TACO(TACO_END) non-inferior on both measures; the branch's POS too spread to say."""
     rows = _rows()
     study = analysis.Study(rows)
     exits, passed = analysis.gate_a(study)
@@ -133,9 +163,9 @@ def test_both_gates_pass_q1_is_supported_and_q2_inconclusive(analysis, tmp_path,
     {"valid_mlm_loss": 8.6},    # the share left, the loss did not
 ])
 def test_gate_a_failing_in_one_seed_makes_no_claim(analysis, capsys, tmp_path, seed_row):
-    """(b) one seed's MLM(4,000) has not left the plateau: no claim, still the description."""
+    """(b) one seed's MLM(B) has not left the plateau: no claim, still the description."""
     rows = _rows()
-    _set(rows, "mlm", 8, 4000, **seed_row)
+    _set(rows, "mlm", 8, B, **seed_row)
     study = analysis.Study(rows)
     exits, passed = analysis.gate_a(study)
     assert not passed and [e.seed for e in exits if not e.passed] == [8]
@@ -151,7 +181,7 @@ def test_gate_a_failing_in_one_seed_makes_no_claim(analysis, capsys, tmp_path, s
 
 
 @pytest.mark.parametrize("early", [
-    (75.5, 3.0),  # MLM(10,000) − MLM(1,000) = +0.5 ± 3: not significant
+    (75.5, 3.0),  # MLM(N) − MLM(GATE_B_EARLY) = +0.5 ± 3: not significant
     (77.0, 0.5),  # −1.0, significant, but the wrong way
 ])
 def test_gate_b_failing_makes_no_claim(analysis, early):
@@ -206,32 +236,50 @@ def test_holm_orders_the_questions_by_their_p(analysis, q2, verdicts):
     assert (q1.verdict, q2_result.verdict) == verdicts
 
 
+def _reach(updates, values, target):
+    """Where the line through two checkpoints ``updates`` with ``values`` crosses ``target``
+    (the interpolation, done by hand)."""
+    (u0, u1), (v0, v1) = updates, values
+    return u0 + (target - v0) / (v1 - v0) * (u1 - u0)
+
+
 def test_the_speed_up_is_interpolated_and_censored(analysis):
-    """(f) seed 6 reaches MLM(10,000) at 3,250 (TACO) and 5,500 (branch); seed 7 at 3,400 and
-    4,800 (between MLM(4,000), the branch's start, and its 5,000); seed 8 never."""
+    """(f) seed 6 reaches MLM(N) half-way between TACO's last two checkpoints and half-way
+    between the branch's; seed 7 at 4/5 of both intervals, the branch's between MLM(B), its
+    start, and its BRANCH_MID; seed 8 never."""
     rows = [r for r in _rows() if r["pretrain_seed"] in (6, 7, 8)]
-    for seed, taco, branch in ((6, (74, 78), (75, 77)), (7, (72, 77), (77, 78)),
-                               (8, (74, 75), (74, 75))):
-        _set(rows, "mlm", seed, 10000, pos_accuracy_ambiguous=76.0, mlm_loss_wikitext2=6.3)
-        _set(rows, "mlm", seed, 4000, pos_accuracy_ambiguous=72.0)
-        for updates, value in zip((3000, 3500), taco):
+    pos = {6: ((74, 78), (75, 77)), 7: ((72, 77), (77, 78)), 8: ((74, 75), (74, 75))}
+    for seed, (taco, branch) in pos.items():
+        _set(rows, "mlm", seed, N, pos_accuracy_ambiguous=76.0, mlm_loss_wikitext2=6.3)
+        _set(rows, "mlm", seed, B, pos_accuracy_ambiguous=72.0)
+        for updates, value in zip((TACO_BEFORE, TACO_END), taco):
             _set(rows, "taco", seed, updates, pos_accuracy_ambiguous=value)
-        for updates, value in zip((5000, 6000), branch):
+        for updates, value in zip((BRANCH_MID, BRANCH_END), branch):
             _set(rows, "taco-branch", seed, updates, pos_accuracy_ambiguous=value)
-    _set(rows, "taco", 6, 3000, mlm_loss_wikitext2=6.5)
-    _set(rows, "taco", 6, 3500, mlm_loss_wikitext2=6.1)
+    _set(rows, "taco", 6, TACO_BEFORE, mlm_loss_wikitext2=6.5)
+    _set(rows, "taco", 6, TACO_END, mlm_loss_wikitext2=6.1)
+    # by hand, from the rows just set (every earlier checkpoint is below 76 points)
+    taco_6 = _reach((TACO_BEFORE, TACO_END), (74, 78), 76)
+    branch_6 = _reach((BRANCH_MID, BRANCH_END), (75, 77), 76)
+    taco_7 = _reach((TACO_BEFORE, TACO_END), (72, 77), 76)
+    branch_7 = _reach((B, BRANCH_MID), (72, 77), 76)
+    assert (taco_6, branch_6) == (TACO_BEFORE + 250, BRANCH_MID + (BRANCH_END - BRANCH_MID) / 2)
+    assert (taco_7, branch_7) == (TACO_BEFORE + 400, B + 0.8 * (BRANCH_MID - B))
     study = analysis.Study(rows)
     pos = analysis.reaches(study, "pos_accuracy_ambiguous")
     assert [(r.seed, r.taco, r.branch) for r in pos] == [
-        (6, pytest.approx(3250), pytest.approx(5500)), (7, pytest.approx(3400),
-                                                        pytest.approx(4800)), (8, None, None)]
-    assert pos[0].branch_ratio == pytest.approx(10000 / 5500)
-    assert pos[0].branch_ratio_after == pytest.approx(6000 / 1500)
+        (6, pytest.approx(taco_6), pytest.approx(branch_6)),
+        (7, pytest.approx(taco_7), pytest.approx(branch_7)), (8, None, None)]
+    assert pos[0].taco_ratio == pytest.approx(N / taco_6)
+    assert pos[0].branch_ratio == pytest.approx(N / branch_6)
+    assert pos[0].branch_ratio_after == pytest.approx((N - B) / (branch_6 - B))
+    assert pos[1].branch_ratio_after == pytest.approx((N - B) / (branch_7 - B))
     assert pos[2].taco_ratio is None and pos[2].branch_ratio_after is None
-    # the loss: lower is better, reached going down
-    assert analysis.reaches(study, "mlm_loss_wikitext2")[0].taco == pytest.approx(3250)
+    # the loss: lower is better, reached going down (6.5 → 6.1 crosses 6.3 half-way)
+    assert analysis.reaches(study, "mlm_loss_wikitext2")[0].taco == pytest.approx(
+        _reach((TACO_BEFORE, TACO_END), (6.5, 6.1), 6.3))
     summary = analysis.summarize([r.taco_ratio for r in pos])
-    logs = np.log([10000 / 3250, 10000 / 3400])
+    logs = np.log([N / taco_6, N / taco_7])
     half = stats.t.ppf(0.975, 1) * logs.std(ddof=1) / math.sqrt(2)
     assert (summary.reached, summary.censored) == (2, 1)
     assert summary.mean == pytest.approx(math.exp(logs.mean()))
@@ -240,36 +288,41 @@ def test_the_speed_up_is_interpolated_and_censored(analysis):
     assert analysis.summarize([None, None]).mean is None
     assert analysis.summarize([2.0, math.inf, None]).at_start == 1
     report = analysis.report(study)
-    assert "| 8 | 76.00 | not reached by 3,500 |" in report
-    assert "| 6 | 76.00 | 3,250 | 3.08× | 5,500 | 1.82× | 4.00× |" in report
+    assert f"| 8 | 76.00 | not reached by {TACO_END:,} |" in report
+    assert (f"| 6 | 76.00 | {taco_6:,.0f} | {N / taco_6:.2f}× | {branch_6:,.0f} | "
+            f"{N / branch_6:.2f}× | {(N - B) / (branch_6 - B):.2f}× |") in report
     assert "reached by 2, censored (not reached) 1" in report
     curves = {u: (taco, branch) for u, taco, branch
               in analysis.equal_updates(study, "pos_accuracy_ambiguous")}
-    assert 0 not in curves and 4000 not in curves and curves[6000][0] is None
-    assert curves[3000] == ((3, pytest.approx((74 + 72 + 74) / 3 - (70 + 0.3 * (-1)))), None)
-    assert curves[6000][1] == (3, pytest.approx((77 + 78 + 75) / 3 - (74 + 0.3 * (-1))))
+    # the seeds' mean offset is 0.3 × mean(6, 7, 8 − 8) = −0.3 points
+    assert 0 not in curves and B not in curves and curves[BRANCH_END][0] is None
+    assert curves[TACO_BEFORE] == (
+        (3, pytest.approx((74 + 72 + 74) / 3 - (CURVES["mlm"][TACO_BEFORE][0] - 0.3))), None)
+    assert curves[BRANCH_END][1] == (
+        3, pytest.approx((77 + 78 + 75) / 3 - (CURVES["mlm"][BRANCH_END][0] - 0.3)))
 
 
 def test_a_seed_lacking_a_row_is_refused_with_every_gap_listed(analysis, tmp_path, capsys):
     """(g) one clear error naming each missing row and value; the command exits 1."""
     rows = [r for r in _rows() if (r["objective"], r["pretrain_seed"], r["updates"])
-            != ("taco", 9, 3500)]
-    _set(rows, "mlm", 7, 4000, neighbour_share=None)
+            != ("taco", 9, TACO_END)]
+    _set(rows, "mlm", 7, B, neighbour_share=None)
     with pytest.raises(ValueError) as error:
         analysis.Study(rows)
     message = str(error.value)
-    assert "taco seed 9 at 3,500 updates: no row" in message
-    assert "mlm seed 7 at 4,000 updates: no neighbour_share" in message
+    assert f"taco seed 9 at {TACO_END:,} updates: no row" in message
+    assert f"mlm seed 7 at {B:,} updates: no neighbour_share" in message
     assert message.count(" updates: ") == 2
     path = tmp_path / "checkpoints.csv"
     write_checkpoints_csv(rows, path)
     assert analysis.main(["--csv", str(path)]) == 1
-    assert "taco seed 9 at 3,500 updates: no row" in capsys.readouterr().err
+    assert f"taco seed 9 at {TACO_END:,} updates: no row" in capsys.readouterr().err
     with pytest.raises(ValueError, match="1 seed.*needs 2"):
         analysis.Study([r for r in _rows() if r["pretrain_seed"] == 6])
-    with pytest.raises(ValueError, match="objective 'tacco'.*mlm seed 6 at 4,000 updates: 2 rows"):
+    with pytest.raises(ValueError,
+                       match=f"objective 'tacco'.*mlm seed 6 at {B:,} updates: 2 rows"):
         analysis.Study(_rows() + [{"objective": "tacco", "pretrain_seed": 6, "updates": 0},
-                                  {"objective": "mlm", "pretrain_seed": 6, "updates": 4000}])
+                                  {"objective": "mlm", "pretrain_seed": 6, "updates": B}])
 
 
 def test_power_is_the_product_of_the_noncentral_t_powers(analysis, capsys):

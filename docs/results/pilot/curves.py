@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from taco_fairseq.analysis.training_log import parse_json_log
+from taco_fairseq.logs import configure_logging
 from taco_fairseq.neighbour_attention import EXIT_RATIO
 
 COLUMNS = ("recipe", "seed", "updates", "valid_mlm_loss", "neighbour_share",
@@ -61,6 +62,7 @@ def main(argv=None) -> None:
     parser.add_argument("--csv", type=Path, default=Path(__file__).with_name("curves.csv"))
     parser.add_argument("--figure", type=Path, default=None)
     args = parser.parse_args(argv)
+    configure_logging()  # INFO: importing fairseq set the root logger to DEBUG
     rows = []
     for log in args.logs:
         rows += run_rows(log)

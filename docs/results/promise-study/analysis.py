@@ -29,8 +29,6 @@ Reused, not rewritten: the paired t-test, the t-interval and Holm's adjusted p-v
 """
 
 import argparse
-import ast
-import importlib.util
 import math
 import sys
 from dataclasses import dataclass
@@ -46,44 +44,25 @@ from taco_fairseq.comparison.tables import read_checkpoints_csv
 from taco_fairseq.glue.speedup import first_reach
 
 
-def source_constant(module: str, name: str):
-    """The value of the top-level ``name = <literal>`` of ``module``, read from its source
-    without running it (:mod:`taco_fairseq.neighbour_attention` imports fairseq and torch, up
-    to a minute on a busy machine, for one number; this script and its tests need neither).
-
-    Raises:
-        LookupError: the module has no top-level assignment of ``name`` to a literal.
-    """
-    origin = importlib.util.find_spec(module).origin
-    for node in ast.parse(Path(origin).read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            try:
-                return ast.literal_eval(node.value)
-            except ValueError:
-                break
-    raise LookupError(f"{origin}: no top-level `{name} = <literal>`")
-
-
 # ------------------------------------------------------------------------------------------
-# Fixed by PLAN.md: every number of the decision, here and nowhere else. N is declared; the
-# update counts TACO_END, B and BRANCH_END are placeholders until PLAN.md fixes them (B from
-# the pilot, past its every exit), and change here only.
+# Fixed by PLAN.md: every number of the decision, here and nowhere else (B from the pilot,
+# past its every exit).
 # ------------------------------------------------------------------------------------------
 #: MLM's last update: the baseline MLM(N) of Q1, Q2 and the speed-up (PLAN.md §3, §4).
-N = 10000
+N = 10500
 #: TACO from scratch stops here, on MLM's schedule (about N / 3; PLAN.md §3 Q1).
 TACO_END = 3500
 #: The branch point: the MLM checkpoint the branch continues from (PLAN.md §1, §3 Q2).
-B = 4000
+B = 4500
 #: The branch's last update, B + (N − B) / 3 (PLAN.md §3 Q2).
 BRANCH_END = B + (N - B) // 3
 #: Gate B's early MLM checkpoint (PLAN.md §2).
 GATE_B_EARLY = 1000
 #: Gate A: a run has left the plateau when its first layer's neighbour share is at least this
-#: many times its uniform value (PLAN.md §1; the value of taco_fairseq.neighbour_attention,
-#: which fairseq-train's exit line uses).
-EXIT_RATIO = source_constant("taco_fairseq.neighbour_attention", "EXIT_RATIO")
+#: many times its uniform value (PLAN.md §1; the value of taco_fairseq.neighbour_attention's
+#: EXIT_RATIO, which fairseq-train's exit line uses: tests/test_promise_study_analysis.py checks
+#: that they agree).
+EXIT_RATIO = 1.5
 #: Gate A: ... and its validation masked-LM loss is below this (bits per masked token; the
 #: plateau is about 9 bits on this data-bin; PLAN.md §1).
 PLATEAU_EXIT_LOSS = 8.5

@@ -134,7 +134,8 @@ def test_cli_with_valid_and_test_files(tmp_path, head, wikipedia_aa, wikitext_te
     assert "text" not in names
     # the closing hint names the plugin's directory, to paste as it is (it said "--user-dir ...")
     assert (f"train with: fairseq-train {destdir} --user-dir {REPO / 'taco_fairseq'} --task "
-            "taco_masked_lm --criterion taco") in result.stderr
+            "taco_masked_lm --criterion taco --arch roberta_tiny,") in result.stderr
+    # a small corpus: the model it suggests fits it (it said roberta_small for any corpus)
     formats = {
         split: [(s["format"], s["gutenberg_stripped"]) for s in stats]
         for split, stats in info["inputs"].items()

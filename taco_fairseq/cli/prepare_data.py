@@ -22,12 +22,20 @@ from pathlib import Path
 from taco_fairseq.cli.argtypes import fraction, positive_int, seed
 from taco_fairseq.logs import configure_logging
 from taco_fairseq.prep.corpus import check_input_file
+from taco_fairseq.prep.destdir import DestdirInUseError
 from taco_fairseq.prep.pretraining import (
     VALID_DOCS_WARN_SHARE,
     PrepareOptions,
     prepare_pretraining_data,
 )
 from taco_fairseq.prep.vocabulary import MODEL_TYPES
+
+#: The closing hint suggests the largest of the plugin's models with at least this many
+#: training tokens per weight of its encoder layers (about the compute-optimal ratio of
+#: Hoffmann et al., 2022); a smaller corpus gets the smallest model.
+TOKENS_PER_WEIGHT = 20
+#: Exit status after a Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED_STATUS = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,13 +144,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the clean text in DESTDIR/text",
     )
     out.add_argument(
-        "--force", action="store_true", help="write into a non-empty DESTDIR, replacing outputs"
+        "--force", action="store_true", help="write into a non-empty DESTDIR, replacing the "
+        "outputs of an earlier run (other files stay) once the new ones are complete: until "
+        "then DESTDIR keeps its data-bin, also after an error or Ctrl-C",
     )
     return parser
 
 
+def suggested_arch(train_tokens: int) -> str:
+    """The largest architecture of :data:`taco_fairseq.models.SIZES` with at least
+    :data:`TOKENS_PER_WEIGHT` training tokens per weight of its encoder layers (embeddings not
+    counted), or the smallest one."""
+    from taco_fairseq.models import SIZES
+
+    weights = {name: layers * (4 * hidden * hidden + 2 * hidden * ffn)
+               for name, (layers, hidden, _, ffn) in SIZES.items()}
+    fitting = [name for name in weights if TOKENS_PER_WEIGHT * weights[name] <= train_tokens]
+    return max(fitting or [min(weights, key=weights.get)], key=weights.get)
+
+
 def main(argv=None) -> None:
-    """Parse ``argv`` and prepare the data; exits with status 1 and a message on bad input."""
+    """Parse ``argv`` and prepare the data; exits with status 1 and a message on bad input or
+    when another taco-prepare-data writes ``--destdir``, with status
+    :data:`INTERRUPTED_STATUS` and one line after a Ctrl-C (``--destdir`` left as it was)."""
     args = build_parser().parse_args(argv)
     configure_logging()
     for option, paths in (("--train", args.train), ("--valid", args.valid), ("--test", args.test)):
@@ -173,12 +197,23 @@ def main(argv=None) -> None:
     )
     try:
         info = prepare_pretraining_data(options)
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
+    except (FileNotFoundError, FileExistsError, ValueError, DestdirInUseError) as e:
         sys.exit(f"error: {e}")
+    except KeyboardInterrupt:  # the build directory and the lock are gone already
+        print(f"\ninterrupted (Ctrl-C): {args.destdir} is left as it was, nothing of this run "
+              "is kept", file=sys.stderr, flush=True)
+        logging.shutdown()
+        # not sys.exit: the SentencePiece trainer may still run in its thread
+        # (prep.vocabulary.interruptible), and the interpreter's shutdown aborts it
+        os._exit(INTERRUPTED_STATUS)
     entries = {split: s["dataset_entries"] for split, s in info["splits"].items()}
+    tokens = info["splits"]["train"]["tokens"]
+    arch = suggested_arch(tokens)
     logging.getLogger(__name__).info(
         "wrote %s (dataset entries: %s); train with: fairseq-train %s --user-dir %s --task "
-        "taco_masked_lm --criterion taco --arch roberta_small, plus a recipe's optimizer and "
-        "batch options (examples/taco/README.md)",
+        "taco_masked_lm --criterion taco --arch %s, plus a recipe's optimizer and batch options "
+        "(examples/taco/README.md); %s: the largest model with %d training tokens per encoder "
+        "weight, else the smallest (here %.3g M tokens)",
         args.destdir, entries, info["data"], Path(__file__).resolve().parents[1],  # the plugin
+        arch, arch, TOKENS_PER_WEIGHT, tokens / 1e6,
     )

@@ -93,14 +93,15 @@ class DatasetWriter:
         """``<unk>`` ids written (fairseq-preprocess's "replaced by <unk>")."""
         return int(self.counts[UNK])
 
-    def summary(self) -> str:
+    def summary(self, name: Union[str, Path, None] = None) -> str:
         """One line: entries, tokens without the ``</s>`` ending each entry (:attr:`pieces`;
         fairseq-preprocess counts them, its "tokens" are :attr:`tokens`) and ``<unk>`` tokens
-        with their share of those tokens."""
+        with their share of those tokens, after ``name`` (default: the prefix; e.g. where the
+        dataset will be moved)."""
         share = 100 * self.unk_tokens / max(self.pieces, 1)
         return (
-            f"{self.prefix}: {self.entries} entries, {self.pieces} tokens (not counting the "
-            f"</s> that ends each entry), {self.unk_tokens} of them <unk> ({share:.3g}%)"
+            f"{name or self.prefix}: {self.entries} entries, {self.pieces} tokens (not counting "
+            f"the </s> that ends each entry), {self.unk_tokens} of them <unk> ({share:.3g}%)"
         )
 
     def __enter__(self) -> "DatasetWriter":

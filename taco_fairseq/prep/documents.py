@@ -16,6 +16,7 @@ import contextlib
 import heapq
 import os
 import shutil
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import BinaryIO, List, Optional, Sequence, Tuple, Union
@@ -49,7 +50,8 @@ def write_documents(
     (the same output; reading a compressed file is one core's work, so a corpus of many files
     reads on many cores). ``progress``, a tqdm bar, is advanced by the bytes read from the
     files on disk (compressed bytes; with ``workers`` > 1 or a limit, by whole files), and
-    closed at the end.
+    closed at the end, also after an error. A Ctrl-C ends the reading processes without a word
+    of their own.
 
     Returns:
         What was read from each file, in order.
@@ -59,11 +61,13 @@ def write_documents(
     """
     limits = {"strip_gutenberg": strip_gutenberg, "max_docs": max_docs, "max_lines": max_lines}
     stats = []
-    with open(dest, "wb") as out:
+    closing = progress if progress is not None else contextlib.nullcontext()
+    with open(dest, "wb") as out, closing:
         if workers > 1 and len(files) > 1:
             parts = [Path(f"{dest}.part{index}") for index in range(len(files))]
             try:
-                with ProcessPoolExecutor(min(workers, len(files))) as pool:
+                with ProcessPoolExecutor(min(workers, len(files)), initializer=signal.signal,
+                                         initargs=(signal.SIGINT, signal.SIG_DFL)) as pool:
                     futures = [pool.submit(_read_file, path, part, limits)
                                for path, part in zip(files, parts)]
                     for path, part, future in zip(files, parts, futures):
@@ -83,8 +87,6 @@ def write_documents(
                 stats.append(_read_file(path, out, limits, progress))
                 if progress is not None:
                     progress.update(done + os.path.getsize(path) - progress.n)
-    if progress is not None:
-        progress.close()
     return stats
 
 

@@ -35,6 +35,11 @@ With ``shards`` = N > 1 the data-bins are ``shard0 ... shard{N-1}`` in the outpu
 ``dict.txt``, ``sentencepiece.bpe.model`` and ``train.bin``/``train.idx``, ``shard0`` also the
 validation and test splits (fairseq reads those from the first path); ``prep_info.json`` (with
 ``data``, the colon path, and ``shards``, each shard's counts) and ``text/`` stay at the top.
+
+The outputs are built beside the output directory, in ``.DESTDIR.partial``, and moved into it by
+renames once complete (:func:`taco_fairseq.prep.destdir.build_beside`): until then, with
+``force``, the directory keeps the data-bin it held, whatever ends the run (an error, Ctrl-C);
+its lock ``.DESTDIR.lock`` refuses a second run into the same directory while one runs.
 """
 
 import contextlib
@@ -61,6 +66,7 @@ from .. import __version__
 from ..metadata import SENTENCEPIECE_MODEL
 from .binarize import DatasetWriter
 from .corpus import check_input_file
+from .destdir import build_beside
 from .documents import (
     balance_shards,
     count_documents,
@@ -86,7 +92,7 @@ VALID_DOCS_WARN_SHARE = 0.05
 RSS_SAMPLE_SECONDS = 0.05
 #: Lines SentencePiece encodes in one call (on ``workers`` threads).
 ENCODE_CHUNK_LINES = 10_000
-#: Every name this module writes into the output directory (removed first by ``force``).
+#: Every name this module writes into the output directory (replaced with ``force``).
 OUTPUT_NAMES = (SENTENCEPIECE_MODEL, DICT_FILE, INFO_FILE, TEXT_DIR) + tuple(
     f"{split}.{ext}" for split in SPLITS for ext in ("bin", "idx")
 )
@@ -128,7 +134,9 @@ class PrepareOptions:
         max_lines: read at most this many non-empty lines of each input file.
         strip_gutenberg: drop Project Gutenberg headers and footers.
         keep_text: keep the intermediate text in ``destdir/text``.
-        force: write into a non-empty ``destdir``, replacing earlier outputs.
+        force: write into a non-empty ``destdir``, replacing the outputs of an earlier run
+            (:data:`OUTPUT_NAMES` and shard directories; other files stay) once the new
+            ones are complete.
     """
 
     destdir: Path
@@ -159,32 +167,38 @@ def prepare_pretraining_data(options: PrepareOptions) -> dict:
 
     Raises:
         FileNotFoundError: an input file is missing (checked before any work).
-        FileExistsError: ``destdir`` is not empty and ``force`` is not set.
+        FileExistsError: ``destdir`` is not empty and ``force`` is not set, or is a file.
+        DestdirInUseError: another ``taco-prepare-data`` is writing ``destdir``
+            (:class:`taco_fairseq.prep.destdir.DestdirInUseError`).
         ValueError: invalid split options (e.g. the same file twice in one split), an input
             without text, a corrupt compressed input, too few documents for ``valid_docs``,
-            or a ``vocab_size`` that does not fit the training text.
+            a ``vocab_size`` that does not fit the training text, or a ``destdir`` that is a
+            mount point.
 
-    On any error the outputs written so far are removed again.
+    On any error (``KeyboardInterrupt`` included) nothing of this run is left and ``destdir``
+    holds what it held before: a corrected rerun needs no ``force``.
     """
     inputs = _check_inputs(options)
     destdir = Path(options.destdir)
-    created = not destdir.exists()
-    _prepare_destdir(destdir, options.force)
-    try:
-        return _prepare(options, inputs, destdir)
-    except BaseException:
-        _remove_outputs(destdir)  # a corrected rerun needs no --force
-        if created:
-            destdir.rmdir()
-        raise
+    with build_beside(destdir, force=options.force, outputs=_output_names,
+                      command="taco-prepare-data") as build:
+        return _prepare(options, inputs, build, destdir)
 
 
-def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Path) -> dict:
-    text_dir = destdir / TEXT_DIR
+def _prepare(
+    options: PrepareOptions, inputs: Dict[str, List[Path]], build: Path, destdir: Path
+) -> dict:
+    """Build the outputs in the empty directory ``build``; ``destdir``, where they will be
+    moved, is the path ``prep_info.json`` and the log name."""
+    text_dir = build / TEXT_DIR
     text_dir.mkdir()
     held_out = bool(options.valid_docs or options.valid_fraction)
     split_train = held_out or options.shards > 1
-    shard_dirs = _shard_dirs(destdir, options.shards)
+    shard_dirs = _shard_dirs(build, options.shards)
+    if options.shards > 1:
+        for directory in shard_dirs:
+            directory.mkdir()
+    final_dirs = _shard_dirs(destdir, options.shards)
     text = {split: text_dir / f"{split}.txt" for split in inputs if split != "train"}
     if held_out:
         text["valid"] = text_dir / "valid.txt"
@@ -234,7 +248,8 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
     with _phase(phases, "encode_and_binarize"):
         datasets = {
             (split, shard): _binarize_text(
-                model, path, shard_dirs[shard] / split, options.workers, seconds
+                model, path, shard_dirs[shard] / split, options.workers, seconds,
+                shown=final_dirs[shard] / split,
             )
             for split, shard, path in datasets_to_write
         }
@@ -260,7 +275,7 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
         splits["valid"]["share_of_training_input_tokens"] = round(share, 6)
     info = {
         "options": {key: _jsonable(value) for key, value in asdict(options).items()},
-        "data": os.pathsep.join(str(d) for d in shard_dirs),
+        "data": os.pathsep.join(str(d) for d in final_dirs),
         "inputs": {split: [asdict(s) for s in stats] for split, stats in file_stats.items()},
         "splits": splits,
         "vocab": {
@@ -278,9 +293,9 @@ def _prepare(options: PrepareOptions, inputs: Dict[str, List[Path]], destdir: Pa
     }
     if options.shards > 1:
         info["shards"] = [
-            {"dir": str(shard_dirs[i]), **shard_splits["train", i]} for i in range(options.shards)
+            {"dir": str(final_dirs[i]), **shard_splits["train", i]} for i in range(options.shards)
         ]
-    (destdir / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    (build / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     if not options.keep_text:
         shutil.rmtree(text_dir)
     return info
@@ -298,13 +313,10 @@ def _split_info(text_path: Path, dataset: DatasetWriter) -> dict:
 
 
 def _shard_dirs(destdir: Path, shards: int) -> List[Path]:
-    """The data-bin directories: ``destdir`` itself, or ``destdir/shard0 ...`` (created)."""
+    """The data-bin directories: ``destdir`` itself, or ``destdir/shard0 ...``."""
     if shards == 1:
         return [destdir]
-    dirs = [destdir / f"{SHARD_PREFIX}{shard}" for shard in range(shards)]
-    for directory in dirs:
-        directory.mkdir()
-    return dirs
+    return [destdir / f"{SHARD_PREFIX}{shard}" for shard in range(shards)]
 
 
 def _split_training_text(
@@ -362,9 +374,11 @@ def _binarize_text(
     prefix: Path,
     workers: int,
     seconds: Dict[str, float],
+    shown: Path,
 ) -> DatasetWriter:
     """Encode each line of a document text file (an empty line: an entry of only ``</s>``)
-    with SentencePiece on ``workers`` threads and write the ids as the dataset ``prefix``.
+    with SentencePiece on ``workers`` threads and write the ids as the dataset ``prefix``;
+    log its counts under the name ``shown`` (where it will be moved).
 
     Adds the time spent encoding and writing to ``seconds["encode"]``/``seconds["binarize"]``.
     """
@@ -381,7 +395,7 @@ def _binarize_text(
             seconds["encode"] += encoded - start
             seconds["binarize"] += time.perf_counter() - encoded
             progress.update(len(lines))
-    logger.info(dataset.summary())
+    logger.info(dataset.summary(shown))
     return dataset
 
 
@@ -428,26 +442,11 @@ def _refuse_repeated_files(split: str, files: List[Path]) -> None:
             )
 
 
-def _prepare_destdir(destdir: Path, force: bool) -> None:
-    if destdir.exists() and any(destdir.iterdir()):
-        if not force:
-            raise FileExistsError(
-                f"output directory {destdir} is not empty; use --force to replace the "
-                "outputs in it"
-            )
-        _remove_outputs(destdir)
-    destdir.mkdir(parents=True, exist_ok=True)
-
-
-def _remove_outputs(destdir: Path) -> None:
-    shards = [p.name for p in destdir.glob(f"{SHARD_PREFIX}*")
-              if re.fullmatch(rf"{SHARD_PREFIX}\d+", p.name)]
-    for name in list(OUTPUT_NAMES) + shards:
-        path = destdir / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+def _output_names(destdir: Path) -> List[str]:
+    """The entries of ``destdir`` that are outputs of a run (:data:`OUTPUT_NAMES`, shard
+    directories): those ``force`` replaces."""
+    return [p.name for p in destdir.iterdir() if p.name in OUTPUT_NAMES
+            or re.fullmatch(rf"{SHARD_PREFIX}\d+", p.name)]
 
 
 @contextlib.contextmanager

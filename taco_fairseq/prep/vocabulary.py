@@ -24,9 +24,10 @@ import itertools
 import logging
 import random
 import re
+import threading
 import time
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Union
+from typing import Callable, Iterator, List, Optional, Sequence, TypeVar, Union
 
 import numpy as np
 import sentencepiece as spm
@@ -73,7 +74,8 @@ def train_sentencepiece(
     with ``random.Random(seed)``, is used (SentencePiece's own ``input_sentence_size``
     sampling differs from run to run even with ``set_random_generator_seed``, as of 0.2.3).
     Lines longer than SentencePiece's ``max_sentence_length`` (:data:`MAX_SENTENCE_BYTES`) are
-    skipped by it (counted in the log line).
+    skipped by it (counted in the log line). The trainer runs in a thread of its own, so that a
+    Ctrl-C ends the call at once (:func:`interruptible`).
 
     Args:
         text_path: UTF-8 text, one sentence or paragraph per line; or several such files,
@@ -127,7 +129,7 @@ def train_sentencepiece(
     model = io.BytesIO()
     start = time.perf_counter()
     try:
-        spm.SentencePieceTrainer.train(
+        interruptible(lambda: spm.SentencePieceTrainer.train(
             sentence_iterator=iter(tqdm(
                 _sample_lines(paths, total, max_sentences, seed),
                 total=sample,
@@ -146,7 +148,7 @@ def train_sentencepiece(
             unk_id=3,
             num_threads=num_threads,
             minloglevel=1,
-        )
+        ))
     except RuntimeError as e:
         message = _vocab_size_message(str(e))
         if message is None:
@@ -155,6 +157,40 @@ def train_sentencepiece(
     logger.info("trained the SentencePiece model in %.1f s", time.perf_counter() - start)
     Path(model_path).write_bytes(model.getvalue())
     return spm.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+_T = TypeVar("_T")
+
+
+def interruptible(work: Callable[[], _T]) -> _T:
+    """``work()``, run in a daemon thread while this thread waits for it.
+
+    Long native code that releases the GIL (SentencePiece training: minutes on a large
+    corpus) keeps Python's signal handlers from running in the thread that called it, so a
+    Ctrl-C would wait for its end; here the waiting thread takes the KeyboardInterrupt at once,
+    and ``work`` goes on in the background until the process ends. End the process with
+    ``os._exit`` then (as ``taco-prepare-data`` does): the interpreter's shutdown stops a
+    thread that calls back into Python from C++ (SentencePiece reading its sentences or
+    writing the model) with "terminate called without an active exception" (SIGABRT).
+
+    Raises:
+        what ``work`` raises; KeyboardInterrupt.
+    """
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = work()
+        except BaseException as e:  # noqa: B036 - handed to the waiting thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, name="interruptible", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 def _vocab_size_message(error: str) -> Optional[str]:

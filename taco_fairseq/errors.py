@@ -13,7 +13,8 @@ DEBUG_VARIABLE = "TACO_FAIRSEQ_DEBUG"
 
 
 class ConfigurationError(CompactHydraException):
-    """A bad option, data directory or checkpoint found before training."""
+    """A bad option, data directory or checkpoint found before training, or a condition the
+    user fixes outside the run (a full disk)."""
 
 
 class OptionError(ConfigurationError, ValueError):
@@ -22,6 +23,10 @@ class OptionError(ConfigurationError, ValueError):
 
 class InputNotFoundError(ConfigurationError, FileNotFoundError):
     """A data directory or checkpoint named by an option does not exist."""
+
+
+class NoSpaceError(ConfigurationError, OSError):
+    """A checkpoint did not fit on the disk of its save directory (nothing cut is left)."""
 
 
 def hydra_relative_path_hint(path) -> str:

@@ -2,9 +2,20 @@
 
 * ``TokenBlockDataset`` and ``LanguagePairDataset`` see a numpy with ``np.compat.long`` (int64,
   removed in numpy 2); numpy itself is unchanged.
-* ``checkpoint_utils.load_checkpoint`` goes first through
-  :func:`taco_fairseq.resume.restore_config` and then through
-  :func:`taco_fairseq.resume.stop_if_finished`, for every task.
+* ``checkpoint_utils.load_checkpoint`` (on the process that writes checkpoints, unless
+  ``--no-save``) first holds ``--save-dir`` for the run (:func:`taco_fairseq.save_dir.hold`),
+  goes through :func:`taco_fairseq.resume.prepare_resume` (:func:`~taco_fairseq.resume.
+  restore_config`, :func:`~taco_fairseq.resume.check_batching_unchanged`), moves the data
+  position of an allowed change of batches (:func:`~taco_fairseq.resume.data_position_kept`)
+  and then goes through :func:`taco_fairseq.resume.stop_if_finished`, for every task.
+* ``masked_lm``'s config is :class:`taco_fairseq.resume.MaskedLMResumeConfig`
+  (``--allow-changed-batch``).
+* Checkpoint files (``checkpoint_utils.torch_persistent_save``, and ``PathManager.copy``,
+  with which fairseq copies the first to ``checkpoint_last.pt`` …) are written whole or not
+  at all, a full disk ending the run in one line (:func:`taco_fairseq.save_dir.written_whole`).
+* ``fairseq_cli.train.main``'s ``add_defaults`` makes the relative paths of a
+  ``fairseq-hydra-train`` run absolute where it was started
+  (:func:`taco_fairseq.hydra_paths.resolve`).
 * ``MaskedLMTask.state_dict`` (fairseq's ``masked_lm``, and so ``taco_masked_lm``) saves the
   fingerprints of the task's data with its state
   (:func:`taco_fairseq.metadata.masked_lm_state_dict`).
@@ -32,6 +43,7 @@ import importlib.util
 import logging
 import os
 import queue
+import shutil
 import threading
 import time
 import types
@@ -122,9 +134,12 @@ def apply() -> None:
 
     import fairseq_cli.train as fairseq_train
 
+    from fairseq.file_io import PathManager
+
+    from . import hydra_paths, save_dir
     from .metadata import masked_lm_state_dict
     from .neighbour_attention import report_plateau_exit
-    from .resume import restore_config, stop_if_finished
+    from .resume import MaskedLMResumeConfig, data_position_kept, prepare_resume, stop_if_finished
 
     warnings.filterwarnings("ignore", category=FutureWarning,
                             message=r"`torch\.cuda\.amp\.autocast\(args\.\.\.\)` is deprecated")
@@ -147,10 +162,30 @@ def apply() -> None:
         return gathered
 
     def load_checkpoint(original, cfg, trainer, **passthrough_args):
-        cfg = restore_config(cfg, trainer.task, trainer.get_model(), trainer.cfg.criterion)
-        loaded = original(cfg, trainer, **passthrough_args)
+        if not cfg.no_save and distributed_utils.is_master(trainer.cfg.distributed_training):
+            save_dir.hold(cfg.save_dir)
+        cfg, saved_batching = prepare_resume(cfg, trainer)
+        with data_position_kept(trainer, saved_batching):
+            loaded = original(cfg, trainer, **passthrough_args)
         stop_if_finished(trainer)
         return loaded
+
+    def torch_persistent_save(original, obj, filename, async_write=False):
+        if async_write or not PathManager.supports_rename(filename):
+            return original(obj, filename, async_write)
+        with save_dir.written_whole(filename) as partial, open(partial, "wb") as f:
+            torch.save(obj, f)
+
+    def copy(original, src_path, dst_path, overwrite=False):
+        if PathManager.path_requires_pathmanager(dst_path):
+            return original(src_path, dst_path, overwrite)
+        with save_dir.written_whole(dst_path) as partial:
+            shutil.copyfile(src_path, partial)
+        return True
+
+    def add_defaults(original, cfg):
+        original(cfg)
+        hydra_paths.resolve(cfg)
 
     def verify_checkpoint_directory(original, save_dir):
         try:
@@ -174,7 +209,27 @@ def apply() -> None:
     _wrap_once(Trainer, "__init__", trainer_init)
     _wrap_once(fairseq_train, "get_valid_stats", get_valid_stats)
     _wrap_once(checkpoint_utils, "verify_checkpoint_directory", verify_checkpoint_directory)
+    _wrap_once(checkpoint_utils, "torch_persistent_save", torch_persistent_save)
+    _wrap_once(PathManager, "copy", copy)
+    _wrap_once(fairseq_train, "add_defaults", add_defaults)
     MaskedLMTask.state_dict = masked_lm_state_dict
+    _replace_task_config(MaskedLMTask, "masked_lm", MaskedLMResumeConfig)
+
+
+def _replace_task_config(task, name: str, config) -> None:
+    """Make ``config`` (a dataclass extending the task's own) the config of the task class
+    ``task`` registered as ``name``, where fairseq's ``register_task`` put the old one: for the
+    command line, hydra's config store and ``setup_task``."""
+    from fairseq import tasks
+    from hydra.core.config_store import ConfigStore
+
+    if tasks.TASK_DATACLASS_REGISTRY.get(name) is config:
+        return
+    tasks.TASK_DATACLASS_REGISTRY[name] = config
+    setattr(task, "__dataclass", config)  # not name-mangled: register_task sets it so
+    node = config()
+    node._name = name
+    ConfigStore.instance().store(name=name, group="task", node=node, provider="fairseq")
 
 
 def _wrap_once(owner, name: str, wrapper) -> None:

@@ -16,13 +16,14 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models.roberta import RobertaModel
 from fairseq.tasks import register_task
-from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
+from fairseq.tasks.masked_lm import MaskedLMTask
 from omegaconf import II
 
 from .batch import CrossWorkerTacoBatch
 from .data import TC_POSITIONS, ContrastiveSamplingDataset
 from .errors import InputNotFoundError, OptionError, hydra_relative_path_hint
 from .metadata import SENTENCEPIECE_MODEL
+from .resume import MaskedLMResumeConfig
 from .sampling import SamplingOptions, window_outside_share
 from .totals import AllWorkerTotals, UpdateTotalsEpochIterator
 
@@ -30,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class TacoMaskedLMConfig(MaskedLMConfig):
+class TacoMaskedLMConfig(MaskedLMResumeConfig):
     tc_window: int = field(default=5, metadata={
         "help": "W: the positive is drawn at an offset in {-W//2..W//2}\\{0} from the anchor "
         "(odd, >= 3)"})
@@ -51,7 +52,6 @@ class TacoMaskedLMConfig(MaskedLMConfig):
         "with a warning naming them; without it such a resume is refused"})
     update_freq: List[int] = II("optimization.update_freq")
     batch_size: Optional[int] = II("dataset.batch_size")
-    save_dir: str = II("checkpoint.save_dir")
 
 
 def sampling_options(cfg) -> SamplingOptions:
@@ -219,10 +219,6 @@ class TacoMaskedLMTask(MaskedLMTask):
                                                 SENTENCEPIECE_MODEL)
         if cfg.mask_whole_words:
             self.args  # noqa: B018  (fails now, not when the data is loaded, without the model)
-        hint = hydra_relative_path_hint(cfg.save_dir)
-        if hint:
-            logger.warning(f"checkpoint.save_dir {cfg.save_dir!r} is relative: checkpoints go "
-                           f"to {os.path.abspath(cfg.save_dir)}{hint}")
 
     @property
     def args(self) -> argparse.Namespace:

@@ -252,19 +252,20 @@ def test_configuration_errors_end_fairseq_hydra_train_in_one_line(tiny_databin, 
 
 
 @pytest.mark.slow
-def test_relative_paths_under_hydra_are_explained(tiny_databin, tmp_path):
-    """hydra runs the job in hydra.run.dir: a --data relative to where the command was
-    started (here the repository) is not found there."""
-    relative = os.path.relpath(tiny_databin, REPO)
+def test_relative_paths_under_hydra_are_explained(tmp_path):
+    """hydra runs the job in hydra.run.dir: a relative --data means the directory relative to
+    where the command was started (here the repository), and the error for a missing one names
+    where it was looked for (a rerun that resumes: test_resume.py)."""
     out = run_fairseq(
         "fairseq-hydra-train", "--config-dir", REPO / "examples/taco/config/pretraining",
-        "--config-name", "taco_small", f"task.data={relative}", f"common.user_dir={USER_DIR}",
+        "--config-name", "taco_small", "task.data=data-bin/missing", f"common.user_dir={USER_DIR}",
         "common.fp16=false", "common.cpu=true", f"hydra.run.dir={tmp_path / 'hydra'}",
         check=False)
     assert out.returncode != 0
-    assert (f"the directory {relative!r} does not exist (fairseq-hydra-train runs in "
-            f"{tmp_path / 'hydra'}, not in {REPO} where it was started: give absolute paths, "
-            f"e.g. $PWD/{relative}). Point --data") in out.stdout
+    missing = REPO / "data-bin" / "missing"
+    assert (f"task.data 'data-bin/missing' is relative to where fairseq-hydra-train was started, "
+            f"{REPO}: using {missing} (the job runs in {tmp_path / 'hydra'})") in out.stdout
+    assert f"the directory '{missing}' does not exist. Point --data" in out.stdout
 
 
 def test_finetuning_with_more_positions_than_pretraining(trained_checkpoint, glue_databin,

@@ -1,8 +1,11 @@
 """fairseq checkpoints load under torch's weights-only unpickler once taco_fairseq is imported."""
 
 import argparse
+import contextlib
+import errno
 import io
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -196,3 +199,94 @@ def test_fingerprints_keep_the_layout_of_older_checkpoints(trained_checkpoint, t
     swapped.add_symbol("<mask>")
     with pytest.raises(ValueError, match="trained with another dictionary"):
         check_training_data(old, load_lazily(old), swapped, "dict.txt")
+
+
+class _FakeTrainer:
+    """What fairseq's ``checkpoint_utils.save_checkpoint`` uses of a ``Trainer`` at update 10:
+    its ``save_checkpoint`` writes a checkpoint through ``torch_persistent_save``, as fairseq's
+    does."""
+
+    data_parallel_rank, should_save_checkpoint_on_current_rank, checkpoint_suffix = 0, True, ""
+    always_call_state_dict_during_save_checkpoint, task = False, None
+
+    def consolidate_optimizer(self):
+        pass
+
+    def get_num_updates(self):
+        return 10
+
+    def save_checkpoint(self, filename, extra_state):
+        checkpoint_utils.torch_persistent_save(
+            {"model": {"w": torch.zeros(50_000)}, "extra_state": extra_state}, filename)
+
+
+class _FakeEpochIterator:
+    epoch = 1
+
+    def end_of_epoch(self):
+        return False
+
+    def state_dict(self):
+        return {"epoch": 1, "iterations_in_epoch": 10}
+
+
+def _disk_full_after(write, size):
+    """``write(source, target)`` (``target`` a path or a file) that writes the first ``size``
+    bytes of what ``write`` would, then fails as a full disk does."""
+    def failing(source, target, *args, **kwargs):
+        written = io.BytesIO()
+        write(source, written, *args, **kwargs)
+        with contextlib.ExitStack() as files:
+            f = target if hasattr(target, "write") else files.enter_context(open(target, "wb"))
+            f.write(written.getvalue()[:size])
+            f.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+    return failing
+
+
+def _copy_to_buffer(source, buffer):
+    with open(source, "rb") as f:
+        buffer.write(f.read())
+
+
+@pytest.mark.parametrize("unwritten", ["checkpoint_last.pt", "checkpoint_1_10.pt"])
+def test_a_full_disk_at_a_save_leaves_no_cut_file_and_says_so_in_one_line(tmp_path, monkeypatch,
+                                                                          unwritten):
+    """fairseq saves update 10 to checkpoint_1_10.pt, then copies it to checkpoint_last.pt; the
+    disk fills up during the copy (or during the first file). Before, a full disk during the
+    copy left checkpoint_last.pt cut (the previous one overwritten) and a 30-line traceback;
+    now the previous checkpoint_last.pt is left whole, no partial file is left, and the error
+    is one line naming the directory."""
+    import shutil
+
+    from omegaconf import OmegaConf
+    from fairseq.dataclass.configs import CheckpointConfig
+
+    from taco_fairseq import fairseq_patches
+    from taco_fairseq.errors import NoSpaceError
+
+    fairseq_patches.apply()  # idempotent: also where taco_fairseq was imported before fairseq
+    previous = tmp_path / "checkpoint_last.pt"
+    torch.save({"model": {"w": torch.ones(3)}}, previous)
+    before = previous.read_bytes()
+    if unwritten == "checkpoint_1_10.pt":
+        monkeypatch.setattr(torch, "save", _disk_full_after(torch.save, 2000))
+    else:
+        monkeypatch.setattr(shutil, "copyfile", _disk_full_after(_copy_to_buffer, 2000))
+    cfg = OmegaConf.structured(CheckpointConfig(save_dir=str(tmp_path), save_interval_updates=10,
+                                                no_epoch_checkpoints=True))
+    with pytest.raises(NoSpaceError) as error:
+        checkpoint_utils.save_checkpoint(cfg, _FakeTrainer(), _FakeEpochIterator(), None)
+    message = str(error.value)
+    assert re.fullmatch(
+        rf"no space left on the device of --save-dir {re.escape(str(tmp_path))} \([\d.]+ \w+ "
+        rf"free\): {unwritten} was not written and the checkpoints saved before are whole. "
+        r"Free space there \(e.g. keep fewer checkpoints: --keep-interval-updates, "
+        r"--no-epoch-checkpoints\) or move the run to another --save-dir, then rerun the same "
+        "command: it resumes from the last checkpoint", message), message
+    assert previous.read_bytes() == before  # the previous checkpoint_last.pt, whole
+    written = {"checkpoint_last.pt"} | ({"checkpoint_1_10.pt"} - {unwritten})
+    assert {p.name for p in tmp_path.iterdir()} == written  # and no partial file
+    if unwritten == "checkpoint_last.pt":  # the file written before the copy is whole
+        state = torch.load(tmp_path / "checkpoint_1_10.pt", weights_only=True)
+        assert state["model"]["w"].numel() == 50_000

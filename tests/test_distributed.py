@@ -7,6 +7,7 @@ of one worker holding the whole batch."""
 import dataclasses
 import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -220,3 +221,37 @@ def test_needs_detached_keys(synthetic_databin, flag):
     with pytest.raises(ValueError, match="--tc-cross-worker-negatives needs the positives and "
                        "negatives detached.*Leave out --tc-key-gradients"):
         fairseq_setup(synthetic_databin, "--tc-cross-worker-negatives", flag)
+
+
+def test_a_resume_on_more_workers_goes_on_where_the_data_was_left(synthetic_databin, tmp_path):
+    """The issue's case: a save-dir of one process resumed with two. Before, the sequences per
+    update doubled without a word and each rank restarted at the one process's position in its
+    own half of the batches, skipping batches. Now it is refused by name on every rank unless
+    --allow-changed-batch; allowed, with the same sequences per update (one process with
+    --update-freq 2 trains as two with 1: the test above) the resumed updates are the
+    uninterrupted run's."""
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    one = run_fairseq("fairseq-train", *_sgd_args(synthetic_databin, whole, "--update-freq", "2",
+                                                  "--max-update", "4"), env=ONE_THREAD)
+    resumed.mkdir()
+    shutil.copy(whole / "checkpoint_1_2.pt", resumed / "checkpoint_last.pt")
+    args = _sgd_args(synthetic_databin, resumed, "--max-update", "4")
+    with pytest.raises(AssertionError) as refused:  # a rank failed
+        fairseq_train_ranks(args)
+    error = (f"error: {resumed / 'checkpoint_last.pt'} (update 2) was trained with other batches "
+             "than this run's: --distributed-world-size 1 in the checkpoint, 2 in this run; "
+             "--update-freq 2 in the checkpoint, 1 in this run. Resume with the checkpoint's "
+             "values; to go on from update 2 with the new ones, add --allow-changed-batch")
+    assert str(refused.value).count(error) == 2  # on both ranks
+    assert "Traceback" not in str(refused.value)
+
+    rank0, _ = fairseq_train_ranks([*args, "--allow-changed-batch"])
+    assert "--allow-changed-batch: each of the 2 workers goes on in epoch 1 at its batch 2 of" in (
+        rank0)
+    assert "after the 4 batches of the epoch read before" in rank0
+    logged = {r["num_updates"]: r for r in _train_records(one.stdout)}
+    again = _train_records(rank0)
+    assert [r["num_updates"] for r in again] == ["3", "4"]
+    for record in again:
+        for key in ("loss", "mlm_loss", "tc_loss", "tc_anchors", "tc_accuracy", "gnorm", "bsz"):
+            assert record[key] == logged[record["num_updates"]][key], key

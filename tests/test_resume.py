@@ -4,13 +4,15 @@ the same batches, masks, dropout and TACO samples as an uninterrupted run."""
 import dataclasses
 import json
 import logging
+import os
 import re
 import shutil
 
 import pytest
 import torch
 
-from conftest import ONE_THREAD, fairseq_setup, run_fairseq, train_args
+from conftest import (ONE_THREAD, RECIPES, REPO, USER_DIR, fairseq_setup, run_fairseq,
+                      train_args)
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
 from taco_fairseq.errors import OptionError
 from taco_fairseq.resume import checkpoint_to_load, restore_config
@@ -265,3 +267,122 @@ def test_a_finished_run_started_again_leaves_its_checkpoints_as_they_are(trained
     run_fairseq("fairseq-train", *train_args(tiny_databin, save_dir, "--max-update", "21"))
     state = torch.load(save_dir / "checkpoint_last.pt", weights_only=True)
     assert state["optimizer_history"][-1]["num_updates"] == 21
+
+
+#: The 20-update run of ``trained_checkpoint``: one worker, --batch-size 8, --update-freq 1.
+PER_UPDATE = "(8 sequences per update in the checkpoint, 16 in this run)"
+
+
+@pytest.mark.parametrize("objective", [[], ["--task", "masked_lm", "--criterion", "masked_lm"]],
+                         ids=["taco_masked_lm", "masked_lm"])
+@pytest.mark.parametrize("changed, message", [
+    (["--batch-size", "16"], f"--batch-size 8 in the checkpoint, 16 in this run {PER_UPDATE}"),
+    (["--update-freq", "2"], f"--update-freq 1 in the checkpoint, 2 in this run {PER_UPDATE}"),
+    (["--distributed-world-size", "2"],
+     f"--distributed-world-size 1 in the checkpoint, 2 in this run {PER_UPDATE}"),
+    (["--distributed-world-size", "2", "--update-freq", "2", "--batch-size", "2"],  # 8 again
+     "--distributed-world-size 1 in the checkpoint, 2 in this run; --batch-size 8 in the "
+     "checkpoint, 2 in this run; --update-freq 1 in the checkpoint, 2 in this run"),
+])
+def test_a_resume_with_other_batches_is_refused_unless_allowed(trained_checkpoint, tiny_databin,
+                                                               tmp_path, caplog, objective,
+                                                               changed, message):
+    """Another number of workers, --batch-size or --update-freq at a resume stops, naming the
+    option, both values and --allow-changed-batch, for TACO and fairseq's own masked_lm
+    (before: the sequences per update changed without a word); allowed, a warning says so."""
+    from taco_fairseq.metadata import load_lazily
+    from taco_fairseq.resume import Batching, check_batching_unchanged
+
+    save_dir = _resumable_copy(trained_checkpoint, tmp_path / "run")
+    path = str(save_dir / "checkpoint_last.pt")
+    state = load_lazily(path)
+
+    def check(*options):
+        cfg, task, _, _ = fairseq_setup(tiny_databin, "--save-dir", str(save_dir),
+                                        "--batch-size", "8", *objective, *options)
+        return check_batching_unchanged(path, state, cfg.checkpoint, task.cfg, cfg)
+
+    assert check() is None  # the same batches
+    with pytest.raises(OptionError) as refused:
+        check(*changed)
+    assert str(refused.value) == (
+        f"{path} (update 20) was trained with other batches than this run's: {message}. Resume "
+        "with the checkpoint's values; to go on from update 20 with the new ones, add "
+        "--allow-changed-batch (the data goes on after the sequences trained on); to start a "
+        "new run, use another --save-dir")
+    with caplog.at_level(logging.WARNING):
+        assert check(*changed, "--allow-changed-batch") == Batching(1, 8, (1,))
+    assert (f"--allow-changed-batch: resuming {path} (update 20) with other batches: "
+            f"{message}. Its later checkpoints record the new values") in caplog.text
+    # without the data position to move; from the weights alone, not a resume at all
+    assert check(*changed, "--allow-changed-batch", "--reset-dataloader") is None
+    assert check(*changed, "--reset-optimizer", "--reset-dataloader") is None
+
+
+@pytest.mark.parametrize("saved, here, read, moved, where", [
+    # the same batches, split over more workers: each skips its share, exactly
+    ((1, 8), (2, 8), 22, 11, "each of the 2 workers goes on in epoch 3 at its batch 11 of 30, "
+     "after the 22 batches of the epoch read before"),
+    ((2, 8), (1, 8), 11, 22, "each of the 1 workers goes on in epoch 3 at its batch 22 of 30, "
+     "after the 22 batches of the epoch read before"),
+    ((1, 8), (2, 8), 11, 5, "each of the 2 workers goes on in epoch 3 at its batch 5 of 30, "
+     "after the 11 batches of the epoch read before (1 of them read again, as 11 batches do "
+     "not divide evenly over 2 workers)"),
+    # other batches: as many sequences are skipped
+    ((1, 8), (2, 16), 22, 5, "each of the 2 workers goes on in epoch 3 at its batch 5 of 30, "
+     "after 160 sequences, as many as the 176 read before: the epoch's batches are formed "
+     "anew for --batch-size 16, so some sequences read before come again in this epoch and as "
+     "many others are left out of it"),
+    ((1, None), (1, 8), 22, 0, "each of the 1 workers goes on in epoch 3 at its batch 0 of 30, "
+     "at its start: its batches are formed by --max-tokens on one side, so the sequences read "
+     "before cannot be skipped; they are read again"),
+    ((1, 8), (1, 2), 22, None, "epoch 3 was read to its end: the run goes on with epoch 4"),
+    ((1, 8), (2, 8), 0, 0, None),  # the epoch had not begun
+])
+def test_an_allowed_change_of_batches_goes_on_where_the_data_was_left(saved, here, read, moved,
+                                                                      where):
+    """fairseq's iterator state counts the batches each worker read; the position of the
+    new split is where the same batches (or as many sequences) were read."""
+    from taco_fairseq.resume import Batching, data_position
+
+    state = {"epoch": 3, "iterations_in_epoch": read, "shuffle": True}
+    new_state, said = data_position(Batching(*saved, (1,)), Batching(*here, (1,)), state, 30)
+    assert said == where
+    if moved is None:
+        assert new_state == {**state, "epoch": 4, "iterations_in_epoch": 0}
+    else:
+        assert new_state == {**state, "iterations_in_epoch": moved}
+
+
+@pytest.mark.slow
+def test_relative_paths_under_hydra_mean_where_it_was_started_so_a_rerun_resumes(
+        synthetic_databin, tmp_path):
+    """fairseq-hydra-train runs the job in its own directory (hydra.run.dir, by default a new
+    outputs/DATE/TIME each run). Before, a relative checkpoint.save_dir was only warned about:
+    every rerun wrote its checkpoints into its own new directory and started from update 0.
+    Relative checkpoint.save_dir and task.data now mean what they meant where the command was
+    started (here the repository), so the rerun resumes."""
+    save_dir, data = (os.path.relpath(p, REPO) for p in (tmp_path / "checkpoints",
+                                                          synthetic_databin))
+
+    def run(updates, job):
+        return run_fairseq(
+            "fairseq-hydra-train", "--config-dir", RECIPES, "--config-name", "taco_small",
+            f"task.data={data}", f"checkpoint.save_dir={save_dir}", f"common.user_dir={USER_DIR}",
+            "common.cpu=true", "common.fp16=false", "model._name=roberta_tiny",
+            "model.max_positions=64", "task.tokens_per_sample=64", "dataset.batch_size=4",
+            "optimization.update_freq=[1]", f"optimization.max_update={updates}",
+            "lr_scheduler.warmup_updates=1", "dataset.num_workers=0",
+            "dataset.disable_validation=true", f"hydra.run.dir={tmp_path / job}").stdout
+
+    first = run(2, "first")
+    assert (f"checkpoint.save_dir {save_dir!r} is relative to where fairseq-hydra-train was "
+            f"started, {REPO}: using {tmp_path / 'checkpoints'} (the job runs in "
+            f"{tmp_path / 'first'})") in first
+    assert f"task.data {data!r} is relative to where fairseq-hydra-train was started" in first
+    last = tmp_path / "checkpoints" / "checkpoint_last.pt"
+    assert torch.load(last, weights_only=True)["optimizer_history"][-1]["num_updates"] == 2
+    assert not (tmp_path / "first" / save_dir).exists()
+    rerun = run(3, "rerun")
+    assert f"Loaded checkpoint {last} (epoch 1 @ 2 updates)" in rerun
+    assert torch.load(last, weights_only=True)["optimizer_history"][-1]["num_updates"] == 3

@@ -24,6 +24,7 @@ import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.models.roberta import RobertaHubInterface
 
+from . import register
 from .metadata import (SENTENCEPIECE_MODEL, check_training_data, load_lazily,
                        load_task_dictionary, recorded_data_dir, saved_option)
 
@@ -173,6 +174,7 @@ def from_pretrained(
             one the checkpoint was trained with
             (:func:`taco_fairseq.metadata.check_training_data`; the message names both).
     """
+    register()  # the checkpoint may name the plugin's task, criteria and architectures
     checkpoint = resolve_checkpoint(checkpoint)
     state = load_lazily(checkpoint)
     if data_dir is None:

@@ -72,6 +72,7 @@ def test_imports_flow_from_the_commands_through_the_tools_to_the_plugin():
 def test_import_loads_only_the_plugin_and_registers_everything():
     script = """
 import json, sys
+import fairseq  # as under --user-dir: fairseq imports the package
 import taco_fairseq
 from fairseq.criterions import CRITERION_REGISTRY
 from fairseq.models import ARCH_MODEL_REGISTRY

@@ -99,10 +99,13 @@ def shared_args(recipe: str = "bert_small", recipes_dir: Path = RECIPES_DIR) -> 
 
 def _defaults(section: str, component: Optional[str]) -> Dict[str, object]:
     """Default of every option of a task, criterion or (RoBERTa) model, by field name."""
-    import taco_fairseq  # noqa: F401  (registers the plugin's task and criteria)
     from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
     from fairseq.models.roberta import RobertaModel
     from fairseq.tasks import TASK_DATACLASS_REGISTRY
+
+    from taco_fairseq import register
+
+    register()  # the plugin's task and criteria
 
     if section == "model":
         parser = argparse.ArgumentParser()

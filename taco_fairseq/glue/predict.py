@@ -9,6 +9,7 @@ import torch
 from fairseq import checkpoint_utils, utils
 from tqdm import tqdm
 
+from .. import register
 from ..metadata import load_lazily
 from .databin import LABEL_DIR, read_indices
 from .pretrained import check_glue_data
@@ -47,6 +48,7 @@ class FinetunedModel:
             raise FileNotFoundError(f"fine-tuned checkpoint {checkpoint} not found (runs made with "
                                     "--delete-checkpoints keep none)")
         check_glue_data(checkpoint, load_lazily(checkpoint), data_dir)
+        register()  # its criterion and architecture are the plugin's
         models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
             [str(checkpoint)], arg_overrides={"data": str(data_dir)}
         )

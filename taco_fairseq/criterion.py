@@ -70,7 +70,8 @@ class MlmLoss(MaskedLmLoss):
     ``--mlm-positions all`` (MLM+TP, §5.3), of the original token at every non-padding position.
 
     Logged: ``loss``, ``mlm_loss`` and ``tp_loss`` (MLM+TP) in bits per predicted, masked and
-    unmasked token, ``ppl`` of ``mlm_loss``, the online diagnostics (:mod:`.diagnostics`).
+    unmasked token, ``ppl`` of ``mlm_loss``, the online diagnostics (:mod:`.diagnostics`) and,
+    at validation, the first layer's neighbour share (:mod:`.neighbour_attention`).
     """
 
     def __init__(self, cfg, task):

@@ -6,10 +6,12 @@ checkpoints for weights-only loading, applies :mod:`.fairseq_patches`, installs 
 taco_fairseq`` (``common.user_dir`` under ``fairseq-hydra-train``) registers: fairseq imports
 the package, and importing it after fairseq registers at once. Imported before fairseq (as the
 ``taco-*`` commands import it), the package imports nothing heavy, so that a command's
-``--help`` answers at once; the modules that use the plugin in-process (:mod:`.hub`, loaders of
-checkpoints, in-process trainings) call :func:`register` first, and so must a program that
-imports ``taco_fairseq`` before fairseq and then uses the plugin's task, criteria or
-architectures. It imports none of the tools.
+``--help`` answers at once; a later ``--user-dir taco_fairseq`` still registers (fairseq's
+``import_user_module``, which skips a package imported before, is wrapped when fairseq is
+imported), and the modules that use the plugin in-process without it (:mod:`.hub`,
+:mod:`.glue.predict`) call :func:`register`, as must a program that imports ``taco_fairseq``
+before fairseq and then uses the plugin's task, criteria or architectures without
+``--user-dir``. It imports none of the tools.
 """
 
 import functools

@@ -1,8 +1,11 @@
 """The command-line entry points: every console script of setup.py resolves to a
-``main(argv=None)`` whose ``--help`` works, and every ``scripts/*.py`` is a shim of one; a built
-(non-editable) wheel carries the recipes the tools read."""
+``main(argv=None)`` whose ``--help`` works, without fairseq, torch or an extra imported, and
+every ``scripts/*.py`` is a shim of one; a command that needs an extra names it in one line; a
+built (non-editable) wheel carries the recipes the tools read."""
 
+import ast
 import importlib.metadata
+import json
 import re
 import runpy
 import shutil
@@ -103,3 +106,122 @@ def test_count_and_tolerance_options_are_checked_by_argparse(argv, message, caps
     with pytest.raises(SystemExit) as exit_info:
         export_hf.main([str(tmp_path / "checkpoint.pt"), str(tmp_path / "hf"), *argv])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+#: What no ``--help`` may import: fairseq and torch (seconds), and what only running needs.
+HEAVY = ("fairseq", "torch", "hydra", "numpy", "scipy", "sklearn", "sentencepiece", "matplotlib",
+         "sentencex", "transformers")
+#: A console script's ``--help`` in a fresh interpreter whose extras are missing; prints the exit
+#: code and the modules of HEAVY it imported.
+HELP_PROBE = """
+import json, sys
+for name in {missing!r}:
+    sys.modules[name] = None  # as if not installed: importing it raises ModuleNotFoundError
+sys.argv = [{name!r}, "--help"]
+from {module} import main
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+print(json.dumps({{"code": code, "imported": [m for m in {heavy!r} if sys.modules.get(m)]}}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(DECLARED))
+def test_help_imports_neither_fairseq_nor_torch_nor_an_extra(name):
+    """``--help`` answers at once (fairseq takes 5 s to import, torch 3 s) and without the extras
+    installed: the commands import their tools when they run."""
+    from taco_fairseq.cli.extras import EXTRA_MODULES
+
+    missing = [module for modules in EXTRA_MODULES.values() for module in modules]
+    probe = HELP_PROBE.format(missing=missing, name=name, module=DECLARED[name].split(":")[0],
+                              heavy=HEAVY)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    *help_lines, last = result.stdout.splitlines()
+    assert help_lines[0].startswith(f"usage: {name} ")
+    assert json.loads(last) == {"code": 0, "imported": []}
+
+
+def _text(tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text("A sentence of text.\n", encoding="utf-8")
+    return str(path)
+
+
+#: (command, its arguments given a tmp_path, the modules made missing, the error line's end).
+NEEDS_EXTRAS = [
+    ("taco-export-hf", lambda t: [str(t / "checkpoint.pt"), str(t / "hf"), "--check-text",
+                                  _text(t)],
+     ["transformers"], "the 'hf' extra (no module transformers): "
+     "pip install -c constraints.txt -e '.[hf]'"),
+    ("taco-analyze-context", lambda t: [str(t), "--corpus", _text(t), "--output",
+                                        str(t / "out.csv")],
+     ["sentencex"], "the 'analysis' extra (no module sentencex): "
+     "pip install -c constraints.txt -e '.[analysis]'"),
+    ("taco-analyze-wordsim", lambda t: [str(t), "--output", str(t / "out.csv")],
+     ["matplotlib"], "the 'plot' extra (no module matplotlib): "
+     "pip install -c constraints.txt -e '.[plot]'"),
+    ("taco-analyze-dynamics", lambda t: [str(t), "--corpus", _text(t), "--output-dir", str(t)],
+     ["sentencex", "matplotlib"], "the 'analysis' and 'plot' extras (no module sentencex, "
+     "matplotlib): pip install -c constraints.txt -e '.[analysis,plot]'"),
+    ("taco-analyze-probes", lambda t: [str(t), "--glue-data", str(t), "--output",
+                                       str(t / "out.csv")],
+     ["matplotlib"], "the 'plot' extra (no module matplotlib): "
+     "pip install -c constraints.txt -e '.[plot]'"),
+    ("taco-glue-sweep", lambda t: ["--run", f"MLM={t}", "--data", str(t), "--out", str(t)],
+     ["matplotlib"], "the 'plot' extra (no module matplotlib): "
+     "pip install -c constraints.txt -e '.[plot]'"),
+    ("taco-compare", lambda t: ["--data", str(t), "--glue-data", str(t), "--out", str(t),
+                                "--arch", "roberta_tiny", "--max-update", "2",
+                                "--checkpoint-updates", "2", "--final-tasks", "RTE",
+                                "--seeds", "1"],
+     ["sentencex"], "the 'analysis' extra (no module sentencex): "
+     "pip install -c constraints.txt -e '.[analysis]'"),
+]
+
+
+@pytest.mark.parametrize("name, argv, missing, needs", NEEDS_EXTRAS,
+                         ids=[case[0] for case in NEEDS_EXTRAS])
+def test_a_command_without_its_extra_names_it_in_one_line(name, argv, missing, needs,
+                                                          monkeypatch, tmp_path):
+    """Checked after the options, before any work: e.g. taco-glue-sweep draws its figure after
+    hours of fine-tuning."""
+    for module in missing:
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    monkeypatch.setattr(sys, "argv", [name])  # the program name argparse shows
+    module, _ = DECLARED[name].split(":")
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(module).main(argv(tmp_path))
+    assert exit_info.value.code == f"error: {name} needs {needs}"
+
+
+def test_the_extras_the_commands_name_are_setup_py_s():
+    from taco_fairseq.cli.extras import EXTRA_MODULES
+
+    setup = ast.parse((REPO / "setup.py").read_text(encoding="utf-8"))
+    (extras,) = [ast.literal_eval(node.value) for node in ast.walk(setup)
+                 if isinstance(node, ast.keyword) and node.arg == "extras_require"]
+    for extra, modules in EXTRA_MODULES.items():  # here each module's distribution is its name
+        assert [requirement.split("==")[0] for requirement in extras[extra]] == list(modules)
+
+
+def _tool_constants():
+    """(module, name) of every ``tool_constant(module, name)`` call of the commands."""
+    for path in sorted((REPO / "taco_fairseq" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "tool_constant":
+                yield tuple(ast.literal_eval(arg) for arg in node.args)
+
+
+def test_the_constants_a_parser_reads_from_source_are_the_tools_values():
+    from taco_fairseq.cli.constants import tool_constant
+
+    used = sorted(set(_tool_constants()))
+    assert len(used) >= 4
+    for module, name in used:
+        assert tool_constant(module, name) == getattr(importlib.import_module(module), name)
+    with pytest.raises(KeyError, match="assigns no literal RECIPES_DIR"):
+        tool_constant("taco_fairseq.glue.recipes", "RECIPES_DIR")  # a Path, not a literal

@@ -1,23 +1,22 @@
 """Command-line options shared by the analysis commands (``taco-analyze-context``,
 ``taco-analyze-wordsim``, ``taco-analyze-dynamics``, ``taco-analyze-probes``): their parser, its
-option groups, the parse-and-run step and the analyses they run from parsed options."""
+option groups, the parse-and-run step and the analyses they run from parsed options. The
+analyses (torch, fairseq) are imported when they run, not for ``--help``."""
+
+from __future__ import annotations
 
 import argparse
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from taco_fairseq.analysis.checkpoints import default_device, iter_run_checkpoints
-from taco_fairseq.analysis.contextual_score import score_checkpoints
-from taco_fairseq.analysis.sentences import SENTENCE_MODES, sample_sentences
-from taco_fairseq.analysis.wordsim import (
-    EmbeddingSimilarity,
-    distinct_pairs,
-    embedding_similarity,
-    load_wordsim353,
-    read_pair_list,
-)
 from taco_fairseq.cli.argtypes import positive_int
+from taco_fairseq.cli.constants import tool_constant
+from taco_fairseq.cli.extras import require_extras
 from taco_fairseq.logs import configure_logging
+
+if TYPE_CHECKING:
+    from taco_fairseq.analysis.wordsim import EmbeddingSimilarity
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +53,18 @@ def write_output(write, data, path) -> None:
         print(f"wrote {path}")
 
 
-def run_command(parser: argparse.ArgumentParser, analysis, argv=None):
-    """Parse ``argv``, set up logging and return ``analysis(args)``; a missing file or bad
-    input (``FileNotFoundError``, ``ValueError``) exits with the usage and the message."""
+def run_command(parser: argparse.ArgumentParser, analysis, argv=None, *, extras):
+    """Parse ``argv``, check that the command's ``extras`` are installed (exits naming them:
+    :func:`~taco_fairseq.cli.extras.require_extras`), set up logging, fill in the default
+    ``--device`` and return ``analysis(args)``; a missing file or bad input
+    (``FileNotFoundError``, ``ValueError``) exits with the usage and the message."""
     args = parser.parse_args(argv)
+    require_extras(parser.prog, *extras)
     configure_logging()
+    if args.device is None:
+        from taco_fairseq.analysis.checkpoints import default_device
+
+        args.device = default_device()
     try:
         return args, analysis(args)
     except (FileNotFoundError, ValueError) as e:
@@ -77,7 +83,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="the data-bin the runs were trained on (dict.txt, sentencepiece.bpe.model); "
         "default: the one in each checkpoint's config",
     )
-    parser.add_argument("--device", default=default_device(), help="default: %(default)s")
+    parser.add_argument("--device", help="default: cuda when a GPU is visible, else cpu")
 
 
 def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +99,8 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
         help="sentences sampled from the corpus (default: %(default)s)",
     )
     group.add_argument(
-        "--sentence-mode", choices=SENTENCE_MODES, default="split",
+        "--sentence-mode", choices=tool_constant("taco_fairseq.analysis.sentences",
+                                                 "SENTENCE_MODES"), default="split",
         help="split: documents cut into sentences by sentencex (lines are paragraphs or "
         "wrapped text); line: one sentence per line (default: %(default)s)",
     )
@@ -136,6 +143,10 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
 def run_contextual_score(args):
     """:func:`~.contextual_score.score_checkpoints` of every checkpoint of ``args.runs`` on
     sentences sampled from ``args.corpus``."""
+    from taco_fairseq.analysis.checkpoints import iter_run_checkpoints
+    from taco_fairseq.analysis.contextual_score import score_checkpoints
+    from taco_fairseq.analysis.sentences import sample_sentences
+
     sentences = sample_sentences(
         args.corpus, args.sentences, args.seed, args.sentence_mode, args.language,
         args.max_lines,
@@ -155,6 +166,14 @@ def run_embedding_similarity(args) -> EmbeddingSimilarity:
         ValueError: if neither ``--wordsim`` nor ``--pairs`` is given (``--wordsim`` is only
             needed to choose pairs; with ``--pairs`` it just fills in the human scores).
     """
+    from taco_fairseq.analysis.checkpoints import iter_run_checkpoints
+    from taco_fairseq.analysis.wordsim import (
+        distinct_pairs,
+        embedding_similarity,
+        load_wordsim353,
+        read_pair_list,
+    )
+
     if args.pairs:
         rated = distinct_pairs(load_wordsim353(args.wordsim)) if args.wordsim else ()
         pairs, top, sample = read_pair_list(args.pairs, rated), None, None

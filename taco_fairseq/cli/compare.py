@@ -30,36 +30,33 @@ Example (a toy run on the CPU; docs/results.md has the study's command):
         --tasks RTE --seeds 1 --cpu -- --num-workers 0
 """
 
+from __future__ import annotations
+
 import argparse
 import dataclasses
 import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
-from taco_fairseq.comparison.objectives import available_objectives
-from taco_fairseq.comparison.pretraining import PretrainSettings
-from taco_fairseq.comparison.record import (
-    COMMAND_FILE,
-    STUDY_FILE,
-    StudyRecord,
-    check_reported,
-    no_study,
-    read_record,
-)
-from taco_fairseq.comparison.run import report_study, run_study
-from taco_fairseq.comparison.statistics import PRIMARY_ENDPOINTS
-from taco_fairseq.comparison.study import StudyOptions, read_search
-from taco_fairseq.comparison.tables import read_reference
 from taco_fairseq.cli.argtypes import positive, seed
+from taco_fairseq.cli.constants import tool_constant
+from taco_fairseq.cli.extras import require_extras
 from taco_fairseq.cli.glue_options import parse_update_caps, split_fairseq_args
-from taco_fairseq.glue.pretrained import check_glue_data_fits
+from taco_fairseq.comparison.objectives import available_objectives
 from taco_fairseq.glue.recipes import Hyperparameters, default_point
-from taco_fairseq.glue.runner import check_fairseq_args, check_given_once
 from taco_fairseq.glue.tasks import get_tasks
 from taco_fairseq.logs import configure_logging
-from taco_fairseq.prep.pretraining import INFO_FILE
+
+if TYPE_CHECKING:  # the study's modules (fairseq, torch) are imported where they are used
+    from taco_fairseq.comparison.record import StudyRecord
+    from taco_fairseq.comparison.study import StudyOptions
+
+
+#: The extras a study needs (checked before anything runs): sentencex reads the held-out text,
+#: matplotlib draws the report's figures.
+EXTRAS = ("analysis", "plot")
 
 
 class _RaisingParser(argparse.ArgumentParser):
@@ -154,13 +151,21 @@ def build_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
                        "--conllu-test (default: no part-of-speech probe)")
     group.add_argument("--conllu-test", type=Path, metavar="CONLLU",
                        help="the CoNLL-U treebank it is scored on (e.g. en_ewt-ud-test.conllu)")
+    group.add_argument("--pos-window", type=positive(int), metavar="N",
+                       help="positions per sequence the part-of-speech probe encodes, <s> and "
+                       "</s> included, 3 to --tokens-per-sample (the runs' positions): a "
+                       "sentence longer than N - 2 pieces is encoded in overlapping windows "
+                       "(default: --tokens-per-sample; measures already in OUT/measures keep "
+                       "the window they were measured with)")
     group = parser.add_argument_group("masked-LM loss on held-out text, at every checkpoint and "
                                       "the initialization")
     group.add_argument("--heldout-mlm-text", nargs="+", default=[], metavar="NAME=FILE",
                        help="raw text (plain, .xz or .gz) whose masked-LM loss is measured as "
                        "mlm_loss_NAME, bits per masked token, e.g. wikitext2=../shared/data/"
                        "corpus/wikitext-2-raw/wiki.test.raw.xz (default: none)")
-    parser.add_argument("--primary-endpoint", choices=PRIMARY_ENDPOINTS, default="glue-average",
+    parser.add_argument("--primary-endpoint", default="glue-average",
+                        choices=tool_constant("taco_fairseq.comparison.statistics",
+                                              "PRIMARY_ENDPOINTS"),
                         help="the one comparison the report tests without correction, declared "
                         "before the runs: glue-average (the fine-tuned GLUE average at the last "
                         "checkpoint over --tasks, or over --final-tasks without --tasks: the "
@@ -206,10 +211,15 @@ def parse_options(argv) -> Tuple[StudyOptions, bool]:
     """The study's options on the command line ``argv``, their values checked
     (:func:`study_options`) and then its input files, before anything runs; and whether only
     the report is asked for (``--report-only``). Exits (argparse's usage and a one-line error,
-    code 2) on options that do not fit."""
+    code 2) on options that do not fit; with one line naming them (code 1) when the
+    :data:`EXTRAS` are not installed. Configures logging once the options parse."""
     own, fairseq_args = split_fairseq_args(argv)
     parser = build_parser()
     args = parser.parse_args(own)
+    require_extras(parser.prog, *EXTRAS)
+    # before fairseq is imported: it then leaves the root logger as configured (its
+    # wav2vec2_classification's basicConfig would set it to DEBUG otherwise)
+    configure_logging()
     try:
         options = study_options(args, fairseq_args)
     except ValueError as e:
@@ -229,6 +239,10 @@ def study_options(args: argparse.Namespace, fairseq_args: Sequence[str]) -> Stud
     Raises:
         ValueError: an option does not fit (naming it and what to give).
     """
+    from taco_fairseq.comparison.pretraining import PretrainSettings
+    from taco_fairseq.comparison.study import StudyOptions
+    from taco_fairseq.glue.runner import check_fairseq_args, check_given_once
+
     for option in ("--objectives", "--pretrain-seeds", "--seeds", "--finetune-lr",
                    "--finetune-epochs"):
         check_given_once(option, getattr(args, option[2:].replace("-", "_")))
@@ -257,6 +271,17 @@ def study_options(args: argparse.Namespace, fairseq_args: Sequence[str]) -> Stud
     if args.primary_endpoint == "pos-ambiguous" and args.conllu_train is None:
         raise ValueError("--primary-endpoint pos-ambiguous without --conllu-train/"
                          "--conllu-test: the primary endpoint would never be measured")
+    if args.pos_window is not None:
+        from taco_fairseq.analysis.pos_probe import check_window
+
+        if args.conllu_train is None:
+            raise ValueError("--pos-window without --conllu-train/--conllu-test: there is no "
+                             "part-of-speech probe to window")
+        check_window(args.pos_window)
+        if args.pos_window > args.tokens_per_sample:
+            raise ValueError(f"--pos-window {args.pos_window}: above --tokens-per-sample "
+                             f"{args.tokens_per_sample}, the runs' positions; give at most "
+                             f"{args.tokens_per_sample}")
     mlm_texts = named_files(args.heldout_mlm_text, "--heldout-mlm-text")
     caps = parse_update_caps(args.finetune_max_updates, finetuned, "--finetune-max-updates",
                              "--tasks or --final-tasks")
@@ -288,7 +313,8 @@ def study_options(args: argparse.Namespace, fairseq_args: Sequence[str]) -> Stud
         heldout_max_lines=args.heldout_max_lines,
         probe_tasks=list(dict.fromkeys(t.name for t in probed)),
         probe_max_train=args.probe_max_train, conllu_train=args.conllu_train,
-        conllu_test=args.conllu_test, mlm_texts=mlm_texts, jobs=args.jobs, cpu=args.cpu,
+        conllu_test=args.conllu_test, pos_window=args.pos_window, mlm_texts=mlm_texts,
+        jobs=args.jobs, cpu=args.cpu,
         reference=args.reference,
     )
 
@@ -298,6 +324,9 @@ def check_inputs(options: StudyOptions, parser: argparse.ArgumentParser) -> None
     (not after hours of pre-training): the GLUE tasks prepared for --data, --data's
     dict.txt, the held-out texts and treebanks. Exits through ``parser.error`` (a one-line
     error naming the option and what to do) on the first that does not fit."""
+    from taco_fairseq.glue.pretrained import check_glue_data_fits
+    from taco_fairseq.prep.pretraining import INFO_FILE
+
     tasks = list(dict.fromkeys([*options.tasks, *options.final_tasks, *options.probe_tasks]))
     unprepared = sorted(t for t in tasks if not (options.glue_data / t / INFO_FILE).is_file())
     if unprepared:
@@ -333,6 +362,8 @@ def check_reference(options: StudyOptions, parser: argparse.ArgumentParser) -> N
     """``--reference``: another study's --out whose checkpoints.csv fits this study's seeds
     and checkpoints (:func:`taco_fairseq.comparison.tables.read_reference`), checked now, not
     after the runs. Exits through ``parser.error`` (naming it and what to do) otherwise."""
+    from taco_fairseq.comparison.tables import read_reference
+
     if options.reference.resolve() == options.out.resolve():
         parser.error(f"--reference {options.reference} is --out itself: give the --out of "
                      "another study")
@@ -487,6 +518,8 @@ def check_search(options: StudyOptions, source: Path, parser, copy: bool = True)
     """``--finetune-search-from SOURCE``: it must choose a point of the grid for every task,
     and a different search must not be in OUT already; ``copy``: copies it to
     ``OUT/search.json`` (not for ``--report-only``, which writes no input of the runs)."""
+    from taco_fairseq.comparison.study import read_search
+
     if not source.is_file():
         parser.error(f"--finetune-search-from {source}: no such file (give the search.json "
                      "of an earlier study's --out)")
@@ -527,8 +560,6 @@ def main(argv=None) -> None:
     the recorded study or reports it with other options (:mod:`taco_fairseq.comparison.record`),
     runs that fail, or nothing to report yet."""
     argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
-    # force: importing fairseq (its wav2vec2_classification) set the root logger to DEBUG
-    configure_logging()
     command = "taco-compare " + shlex.join(argv)
     call = recorded_study_call(argv)
     if call is None:
@@ -536,6 +567,11 @@ def main(argv=None) -> None:
         out = options.out
     else:
         report_only, out = True, call.out
+        require_extras("taco-compare", *EXTRAS)  # as parse_options does
+        configure_logging()
+    from taco_fairseq.comparison.record import check_reported, no_study, read_record
+    from taco_fairseq.comparison.run import report_study, run_study
+
     if report_only:  # before anything is written
         why = no_study(out)
         if why:
@@ -564,6 +600,8 @@ def recorded_options(call: argparse.Namespace, recorded: Optional[StudyRecord]) 
         ValueError: nothing records the study's options, or an option given differs from the
             record (naming it), does not fit, or the recorded command does not parse.
     """
+    from taco_fairseq.comparison.record import COMMAND_FILE, STUDY_FILE, check_reported
+
     if recorded is None:
         raise ValueError(f"--out {call.out}: no {STUDY_FILE} (nor the {COMMAND_FILE} of an "
                          "older taco-compare) records the study's options; give them with "

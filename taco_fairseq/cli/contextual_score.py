@@ -8,15 +8,20 @@ Example:
         --plot runs/demo/contextual_score.png
 """
 
-from taco_fairseq.analysis.figures import plot_contextual_score, write_csv
 from taco_fairseq.cli import analysis_options as options
+
+#: sentencex splits the corpus; matplotlib writes the CSV and the figure (analysis.figures).
+EXTRAS = ("analysis", "plot")
 
 
 def main(argv=None):
     parser = options.analysis_parser(
         __doc__, options.add_corpus_arguments,
         options.output_arguments("CSV, one row per checkpoint", "PNG of the scores over updates"))
-    args, rows = options.run_command(parser, options.run_contextual_score, argv)
+    args, rows = options.run_command(parser, options.run_contextual_score, argv,
+                                     extras=EXTRAS)
+    from taco_fairseq.analysis.figures import plot_contextual_score, write_csv
+
     write_csv(rows, args.output)
     print(f"wrote {args.output} ({len(rows)} checkpoints)")
     options.write_output(plot_contextual_score, rows, args.plot)

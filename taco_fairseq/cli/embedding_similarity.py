@@ -8,8 +8,10 @@ Example:
         --output runs/demo/embedding_similarity.csv --plot runs/demo/embedding_similarity.png
 """
 
-from taco_fairseq.analysis.figures import plot_embedding_similarity, write_csv
 from taco_fairseq.cli import analysis_options as options
+
+#: matplotlib writes the CSVs and the figure (analysis.figures).
+EXTRAS = ("plot",)
 
 
 def main(argv=None):
@@ -18,7 +20,10 @@ def main(argv=None):
         options.output_arguments(
             "CSV, one row per checkpoint; the per-pair rows go to OUTPUT with _pairs added",
             "PNG of the mean similarity over updates"))
-    args, result = options.run_command(parser, options.run_embedding_similarity, argv)
+    args, result = options.run_command(parser, options.run_embedding_similarity, argv,
+                                       extras=EXTRAS)
+    from taco_fairseq.analysis.figures import plot_embedding_similarity, write_csv
+
     pairs_csv = args.output.with_name(f"{args.output.stem}_pairs{args.output.suffix}")
     write_csv(result.summary, args.output)
     write_csv(result.pairs, pairs_csv)

@@ -21,10 +21,8 @@ import sys
 from pathlib import Path
 
 from taco_fairseq.cli.argtypes import positive, positive_int
-from taco_fairseq.hf_export.check_text import read_check_lines
-from taco_fairseq.hf_export.export import export_to_transformers
-from taco_fairseq.hf_export.parity import DEFAULT_ATOL, ParityError
-from taco_fairseq.hub import CHECKPOINT_NAMES, resolve_checkpoint
+from taco_fairseq.cli.constants import tool_constant
+from taco_fairseq.cli.extras import require_extras
 from taco_fairseq.logs import configure_logging
 
 #: Default check text: held-out Wikipedia articles and WikiText-2 test (../shared next to
@@ -33,6 +31,10 @@ DEFAULT_CHECK_TEXT = [
     Path(__file__).resolve().parents[3] / "shared" / "data" / "corpus" / relative
     for relative in ("wikipedia-en-2015-wikiextractor/AB.txt.xz", "wikitext-2-raw/wiki.test.raw.xz")
 ]
+
+
+#: transformers, its tokenizers and safetensors write and check the export.
+EXTRAS = ("hf",)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         "hardest cases also run through both models (default: %(default)s)",
     )
     parser.add_argument(
-        "--atol", type=positive(float, zero=True), default=DEFAULT_ATOL,
+        "--atol", type=positive(float, zero=True),
+        default=tool_constant("taco_fairseq.hf_export.parity", "DEFAULT_ATOL"),
         help="largest absolute logit difference accepted, fp32 (default: %(default)g)",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing OUTPUT_DIR")
@@ -84,7 +87,13 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if not args.check_text:
         parser.error("no check text found in ../shared/data/corpus; pass --check-text FILE")
+    require_extras(parser.prog, *EXTRAS)
     configure_logging()
+    from taco_fairseq.hf_export.check_text import read_check_lines
+    from taco_fairseq.hf_export.export import export_to_transformers
+    from taco_fairseq.hf_export.parity import ParityError
+    from taco_fairseq.hub import CHECKPOINT_NAMES, resolve_checkpoint
+
     try:
         checkpoint = resolve_checkpoint(args.checkpoint)
         if args.checkpoint.is_dir():

@@ -30,10 +30,7 @@ from taco_fairseq.cli.glue_options import (
     selected_tasks,
     split_fairseq_args,
 )
-from taco_fairseq.glue.pretrained import PretrainedCheckpoint
 from taco_fairseq.glue.recipes import Hyperparameters, default_point, grid
-from taco_fairseq.glue.runner import check_checkpoints, fairseq_train_args, plan_runs, run_all
-from taco_fairseq.glue.summary import collect_results, write_summary
 from taco_fairseq.logs import configure_logging
 
 
@@ -96,6 +93,15 @@ def main(argv=None) -> None:
     own, fairseq_args = split_fairseq_args(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(own)
     configure_logging()
+    from taco_fairseq.glue.pretrained import PretrainedCheckpoint
+    from taco_fairseq.glue.runner import (
+        check_checkpoints,
+        fairseq_train_args,
+        plan_runs,
+        run_all,
+    )
+    from taco_fairseq.glue.summary import collect_results, write_summary
+
     try:
         checkpoints = [PretrainedCheckpoint.parse(spec) for spec in args.checkpoints]
         runs = plan_runs(checkpoints, selected_tasks(args), args.seeds, grid_points(args))

@@ -1,15 +1,19 @@
 """Command-line options shared by the GLUE commands that fine-tune (``taco-glue``,
-``taco-glue-sweep``, ``taco-compare``)."""
+``taco-glue-sweep``, ``taco-compare``). The runner (fairseq, torch) is imported when it is
+used, not for ``--help``."""
+
+from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 from taco_fairseq.cli.argtypes import positive, seed
 from taco_fairseq.glue.recipes import SIZES, default_point
-from taco_fairseq.glue.runner import RunnerOptions, check_precision_args
 from taco_fairseq.glue.tasks import TASKS, GlueTask, get_tasks
-from taco_fairseq.prep.pretraining import INFO_FILE
+
+if TYPE_CHECKING:
+    from taco_fairseq.glue.runner import RunnerOptions
 
 
 def split_fairseq_args(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
@@ -60,6 +64,8 @@ def selected_tasks(args) -> Tuple[GlueTask, ...]:
         FileNotFoundError: no task is prepared in ``--data``, or a selected one is not (naming
             ``--data``, the tasks and the taco-prepare-glue command that prepares them).
     """
+    from taco_fairseq.prep.pretraining import INFO_FILE
+
     names = args.tasks or [t for t in TASKS if (args.data / t).is_dir()]
     if not names:
         hint = (" (no such directory)" if not args.data.is_dir() else
@@ -119,6 +125,8 @@ def runner_options(args, fairseq_args: Sequence[str]) -> RunnerOptions:
             :func:`.runner.check_fairseq_args` and :func:`.runner.check_precision_args` (before
             anything is written).
     """
+    from taco_fairseq.glue.runner import RunnerOptions, check_precision_args
+
     check_precision_args(fairseq_args)
     return RunnerOptions(
         data_dir=args.data, out_dir=args.out, pretraining_data=args.pretraining_data,

@@ -9,8 +9,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from taco_fairseq.glue.submission import best_runs, write_submission
-from taco_fairseq.glue.summary import collect_results
 from taco_fairseq.logs import configure_logging
 
 
@@ -22,6 +20,9 @@ def main(argv=None) -> None:
     parser.add_argument("--cpu", action="store_true", help="predict on the CPU")
     args = parser.parse_args(argv)
     configure_logging()
+    from taco_fairseq.glue.submission import best_runs, write_submission
+    from taco_fairseq.glue.summary import collect_results
+
     try:
         best = best_runs(collect_results(args.runs), args.checkpoint)
         for task, result in best.items():

@@ -9,8 +9,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from taco_fairseq.glue.summary import collect_results, write_summary
-
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
@@ -18,6 +16,8 @@ def main(argv=None) -> None:
     parser.add_argument("--pooled", action="store_true",
                         help="all grid points of a task together instead of the best one")
     args = parser.parse_args(argv)
+    from taco_fairseq.glue.summary import collect_results, write_summary
+
     try:
         results = collect_results(args.out)
     except FileNotFoundError as e:

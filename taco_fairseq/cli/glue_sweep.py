@@ -23,18 +23,13 @@ from taco_fairseq.cli.glue_options import (
     selected_tasks,
     split_fairseq_args,
 )
+from taco_fairseq.cli.extras import require_extras
 from taco_fairseq.glue.recipes import default_point
-from taco_fairseq.glue.runner import plan_runs, run_all
-from taco_fairseq.glue.summary import summarize, write_summary
-from taco_fairseq.glue.sweep import (
-    format_speedup,
-    plot_sweep,
-    speedup,
-    sweep_checkpoints,
-    sweep_curves,
-    write_sweep_csv,
-)
 from taco_fairseq.logs import configure_logging
+
+
+#: matplotlib draws sweep.png, after the runs.
+EXTRAS = ("plot",)
 
 
 def _labeled_dir(text: str):
@@ -56,7 +51,19 @@ def main(argv=None) -> None:
                         help="label of the run the speedups are relative to (default: MLM)")
     add_runner_options(parser)
     args = parser.parse_args(own)
+    require_extras(parser.prog, *EXTRAS)
     configure_logging()
+    from taco_fairseq.glue.runner import plan_runs, run_all
+    from taco_fairseq.glue.summary import summarize, write_summary
+    from taco_fairseq.glue.sweep import (
+        format_speedup,
+        plot_sweep,
+        speedup,
+        sweep_checkpoints,
+        sweep_curves,
+        write_sweep_csv,
+    )
+
     runs_by_label = dict(args.run)
     if len(runs_by_label) < len(args.run):
         labels = [label for label, _ in args.run]

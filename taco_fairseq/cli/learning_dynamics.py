@@ -15,10 +15,11 @@ Example:
 
 from pathlib import Path
 
-from taco_fairseq.analysis import figures
-from taco_fairseq.analysis.checkpoints import run_name
-from taco_fairseq.cli import analysis_options as options
 from taco_fairseq.analysis.training_log import parse_json_log
+from taco_fairseq.cli import analysis_options as options
+
+#: sentencex splits the corpus of the contextual score; matplotlib draws the figures.
+EXTRAS = ("analysis", "plot")
 
 
 def main(argv=None):
@@ -30,7 +31,10 @@ def main(argv=None):
         "where it exists)",
     )
     parser.add_argument("--output-dir", type=Path, required=True)
-    args, (logs, scores, similarity) = options.run_command(parser, _analyses, argv)
+    args, (logs, scores, similarity) = options.run_command(parser, _analyses, argv,
+                                                           extras=EXTRAS)
+    from taco_fairseq.analysis import figures
+
     out = args.output_dir
     writes = [
         (figures.write_csv, scores, "contextual_score.csv"),
@@ -63,6 +67,8 @@ def _read_logs(runs, logs):
         ValueError: if --logs does not give one log per run.
         FileNotFoundError: for a missing --logs file.
     """
+    from taco_fairseq.analysis.checkpoints import run_name
+
     if logs is None:
         pairs = [(run, Path(run) / "train.log") for run in runs]
         pairs = [(run, log) for run, log in pairs if log.is_file()]

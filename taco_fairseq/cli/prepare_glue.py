@@ -18,12 +18,12 @@ from pathlib import Path
 
 from taco_fairseq.cli.argtypes import positive_int
 from taco_fairseq.glue.tasks import TASKS
-from taco_fairseq.glue.databin import GluePrepOptions, MalformedRowsError, prepare_glue
 from taco_fairseq.logs import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command-line parser; option names match :class:`GluePrepOptions` fields."""
+    """The command-line parser; option names match
+    :class:`~taco_fairseq.glue.databin.GluePrepOptions` fields."""
     parser = argparse.ArgumentParser(
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -56,6 +56,8 @@ def main(argv=None) -> None:
     """Parse ``argv`` and prepare; exits with status 1 and a message on bad input."""
     args = build_parser().parse_args(argv)
     configure_logging()
+    from taco_fairseq.glue.databin import GluePrepOptions, MalformedRowsError, prepare_glue
+
     options = GluePrepOptions(
         glue_dir=args.glue_dir, pretraining_data=args.pretraining_data,
         checkpoint=args.checkpoint, destdir=args.destdir,

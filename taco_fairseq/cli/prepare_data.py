@@ -20,15 +20,10 @@ import sys
 from pathlib import Path
 
 from taco_fairseq.cli.argtypes import fraction, positive_int, seed
+from taco_fairseq.cli.constants import tool_constant
 from taco_fairseq.logs import configure_logging
 from taco_fairseq.prep.corpus import check_input_file
 from taco_fairseq.prep.destdir import DestdirInUseError
-from taco_fairseq.prep.pretraining import (
-    VALID_DOCS_WARN_SHARE,
-    PrepareOptions,
-    prepare_pretraining_data,
-)
-from taco_fairseq.prep.vocabulary import MODEL_TYPES
 
 #: The closing hint suggests the largest of the plugin's models with at least this many
 #: training tokens per weight of its encoder layers (about the compute-optimal ratio of
@@ -39,7 +34,9 @@ INTERRUPTED_STATUS = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command-line parser; option names match :class:`PrepareOptions` fields."""
+    """The command-line parser; option names match
+    :class:`~taco_fairseq.prep.pretraining.PrepareOptions` fields."""
+    share = tool_constant("taco_fairseq.prep.pretraining", "VALID_DOCS_WARN_SHARE")
     parser = argparse.ArgumentParser(
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -65,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=positive_int,
         metavar="N",
         help="hold out the last N documents of the training input as the validation split "
-        f"(warns when they hold more than {100 * VALID_DOCS_WARN_SHARE:.0f}%% of the text, e.g. "
+        f"(warns when they hold more than {100 * share:.0f}%% of the text, e.g. "
         "whole books "
         "at the end of the input)",
     )
@@ -97,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     spm_group.add_argument(
         "--model-type",
-        choices=MODEL_TYPES,
+        choices=tool_constant("taco_fairseq.prep.vocabulary", "MODEL_TYPES"),
         default="unigram",
         help="SentencePiece algorithm (default: %(default)s, SentencePiece's default)",
     )
@@ -175,6 +172,8 @@ def main(argv=None) -> None:
                 check_input_file(path)
             except FileNotFoundError as e:
                 sys.exit(f"error: {option}: {e}")
+    from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
+
     options = PrepareOptions(
         destdir=args.destdir,
         train=args.train,

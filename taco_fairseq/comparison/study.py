@@ -83,6 +83,8 @@ class StudyOptions:
             (:class:`taco_fairseq.glue.probes.ProbeOptions`).
         conllu_train, conllu_test: CoNLL-U treebanks of the part-of-speech probe of phase 2
             (:mod:`taco_fairseq.analysis.pos_probe`; None: not measured).
+        pos_window: positions per sequence the part-of-speech probe encodes (its
+            ``window``; None: the model's positions).
         mlm_texts: (name, file) of held-out raw texts whose masked-LM loss phase 2 measures
             (:mod:`taco_fairseq.analysis.masked_lm_loss`: ``mlm_loss_<name>``).
         jobs: pre-trainings, checkpoint measures (phase 2) and fine-tunings carried out
@@ -112,6 +114,7 @@ class StudyOptions:
     probe_max_train: Optional[int] = study_field("--probe-max-train", default=None)
     conllu_train: Optional[Path] = study_field("--conllu-train", default=None)
     conllu_test: Optional[Path] = study_field("--conllu-test", default=None)
+    pos_window: Optional[int] = study_field("--pos-window", default=None)
     mlm_texts: Sequence[Tuple[str, Path]] = study_field("--heldout-mlm-text", default=())
     jobs: int = field(default=1, metadata={"recorded": False})
     cpu: bool = study_field("--cpu", where=True, default=False)
@@ -534,7 +537,7 @@ def _measure(options: StudyOptions, checkpoint: StudyCheckpoint, missing: Sequen
     if "pos" in missing:
         from ..analysis.pos_probe import pos_probe
 
-        row.update(pos_probe(loaded.hub, inputs.pos_data()))
+        row.update(pos_probe(loaded.hub, inputs.pos_data(), window=options.pos_window))
     for name, path in options.mlm_texts:
         if f"mlm_loss_{name}" in missing:
             from ..analysis.masked_lm_loss import masked_lm_loss

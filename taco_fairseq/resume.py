@@ -452,9 +452,10 @@ def data_position(saved: Batching, here: Batching, itr_state: dict,
     if position >= batches_per_worker:
         return ({**itr_state, "epoch": epoch + 1, "iterations_in_epoch": 0},
                 f"epoch {epoch} was read to its end: the run goes on with epoch {epoch + 1}")
+    who = (f"each of the {here.workers} workers goes on" if here.workers > 1
+           else "the worker goes on")
     return ({**itr_state, "iterations_in_epoch": position},
-            f"each of the {here.workers} workers goes on in epoch {epoch} at its batch "
-            f"{position} of {batches_per_worker}, {how}")
+            f"{who} in epoch {epoch} at its batch {position} of {batches_per_worker}, {how}")
 
 
 @contextlib.contextmanager

@@ -133,11 +133,14 @@ def no_space_message(path: str) -> str:
         free = f"{_size(shutil.disk_usage(directory).free)} free"
     except OSError:
         free = "free space unknown"
+    rerun = ("it resumes from checkpoint_last.pt"
+             if os.path.isfile(os.path.join(directory, "checkpoint_last.pt"))
+             else "there is no checkpoint_last.pt yet, so it starts from update 0")
     return (f"no space left on the device of --save-dir {directory} ({free}): "
             f"{os.path.basename(path)} was not written and the checkpoints saved before are "
             "whole. Free space there (e.g. keep fewer checkpoints: --keep-interval-updates, "
             "--no-epoch-checkpoints) or move the run to another --save-dir, then rerun the "
-            "same command: it resumes from the last checkpoint")
+            f"same command: {rerun}")
 
 
 def _size(size: float) -> str:

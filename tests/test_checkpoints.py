@@ -283,7 +283,7 @@ def test_a_full_disk_at_a_save_leaves_no_cut_file_and_says_so_in_one_line(tmp_pa
         rf"free\): {unwritten} was not written and the checkpoints saved before are whole. "
         r"Free space there \(e.g. keep fewer checkpoints: --keep-interval-updates, "
         r"--no-epoch-checkpoints\) or move the run to another --save-dir, then rerun the same "
-        "command: it resumes from the last checkpoint", message), message
+        "command: it resumes from checkpoint_last.pt", message), message
     assert previous.read_bytes() == before  # the previous checkpoint_last.pt, whole
     written = {"checkpoint_last.pt"} | ({"checkpoint_1_10.pt"} - {unwritten})
     assert {p.name for p in tmp_path.iterdir()} == written  # and no partial file

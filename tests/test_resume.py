@@ -323,7 +323,7 @@ def test_a_resume_with_other_batches_is_refused_unless_allowed(trained_checkpoin
     # the same batches, split over more workers: each skips its share, exactly
     ((1, 8), (2, 8), 22, 11, "each of the 2 workers goes on in epoch 3 at its batch 11 of 30, "
      "after the 22 batches of the epoch read before"),
-    ((2, 8), (1, 8), 11, 22, "each of the 1 workers goes on in epoch 3 at its batch 22 of 30, "
+    ((2, 8), (1, 8), 11, 22, "the worker goes on in epoch 3 at its batch 22 of 30, "
      "after the 22 batches of the epoch read before"),
     ((1, 8), (2, 8), 11, 5, "each of the 2 workers goes on in epoch 3 at its batch 5 of 30, "
      "after the 11 batches of the epoch read before (1 of them read again, as 11 batches do "
@@ -333,7 +333,7 @@ def test_a_resume_with_other_batches_is_refused_unless_allowed(trained_checkpoin
      "after 160 sequences, as many as the 176 read before: the epoch's batches are formed "
      "anew for --batch-size 16, so some sequences read before come again in this epoch and as "
      "many others are left out of it"),
-    ((1, None), (1, 8), 22, 0, "each of the 1 workers goes on in epoch 3 at its batch 0 of 30, "
+    ((1, None), (1, 8), 22, 0, "the worker goes on in epoch 3 at its batch 0 of 30, "
      "at its start: its batches are formed by --max-tokens on one side, so the sequences read "
      "before cannot be skipped; they are read again"),
     ((1, 8), (1, 2), 22, None, "epoch 3 was read to its end: the run goes on with epoch 4"),

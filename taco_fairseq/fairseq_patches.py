@@ -2,8 +2,8 @@
 
 * ``TokenBlockDataset`` and ``LanguagePairDataset`` see a numpy with ``np.compat.long`` (int64,
   removed in numpy 2); numpy itself is unchanged.
-* ``checkpoint_utils.load_checkpoint`` (on the process that writes checkpoints, unless
-  ``--no-save``) first holds ``--save-dir`` for the run (:func:`taco_fairseq.save_dir.hold`),
+* ``checkpoint_utils.load_checkpoint`` first holds ``--save-dir`` for the run (on global rank
+  0, which writes the checkpoints; not with ``--no-save``: :func:`taco_fairseq.save_dir.hold`),
   goes through :func:`taco_fairseq.resume.prepare_resume` (:func:`~taco_fairseq.resume.
   restore_config`, :func:`~taco_fairseq.resume.check_batching_unchanged`), moves the data
   position of an allowed change of batches (:func:`~taco_fairseq.resume.data_position_kept`)

@@ -103,6 +103,67 @@ def test_the_commands_list_is_setup_py_s_console_scripts():
     assert sorted(listed) == sorted(DECLARED)
 
 
+def test_the_commands_list_names_the_extras_each_command_needs():
+    """A command that needs an extra declares it (its module's ``EXTRAS``, checked when it runs:
+    tests/test_cli.py); the list says which."""
+    import importlib
+
+    for line in _marked_block("commands").splitlines():
+        command = re.match(r"- `(taco-[a-z-]+)`", line).group(1)
+        needs = re.search(r" Needs the extras? (`\w+`(?: and `\w+`)*)\.$", line)
+        named = re.findall(r"`(\w+)`", needs.group(1)) if needs else []
+        assert named == list(getattr(importlib.import_module(DECLARED[command]), "EXTRAS", ())), (
+            command)
+
+
+def _model_sizes():
+    """{arch: (layers, hidden, heads, FFN, parameters, without embeddings)} of the table."""
+    rows = {}
+    for line in _marked_block("model-sizes").splitlines()[2:]:
+        arch, *cells = [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+        rows[arch] = (*map(int, cells[:4]), *cells[4:])
+    return rows
+
+
+def test_the_model_sizes_are_the_architectures():
+    from fairseq.models.roberta.model import base_architecture
+    from taco_fairseq.models import SIZES
+
+    base = argparse.Namespace()
+    base_architecture(base)
+    sizes = {**SIZES, "roberta_base": (base.encoder_layers, base.encoder_embed_dim,
+                                       base.encoder_attention_heads, base.encoder_ffn_embed_dim)}
+    assert {arch: row[:4] for arch, row in _model_sizes().items()} == sizes
+
+
+@pytest.mark.slow
+def test_the_model_sizes_give_the_parameters_of_the_built_models(tmp_path):
+    """As the table says: a 30,522-piece vocabulary, 512 positions."""
+    from fairseq import options, tasks
+
+    # taco-prepare-data's dict.txt of --vocab-size 30522: the pieces but <unk>, <s>, </s>, <pad>
+    (tmp_path / "dict.txt").write_text("".join(f"w{i} 1\n" for i in range(30522 - 4)))
+    for arch, (*_, parameters, without_embeddings) in _model_sizes().items():
+        args = options.parse_args_and_arch(options.get_training_parser(), [
+            str(tmp_path), "--user-dir", str(REPO / "taco_fairseq"), "--task", "masked_lm",
+            "--criterion", "masked_lm", "--arch", arch, "--tokens-per-sample", "512", "--cpu"])
+        model = tasks.setup_task(args).build_model(args)
+        total = sum(p.numel() for p in model.parameters())
+        encoder = model.encoder.sentence_encoder
+        embeddings = (encoder.embed_tokens.weight.numel()
+                      + encoder.embed_positions.weight.numel())
+        assert (parameters, without_embeddings) == (
+            f"{total / 1e6:.1f} M", f"{(total - embeddings) / 1e6:.1f} M"), arch
+
+
+def test_the_readme_says_what_a_save_directory_loads():
+    from taco_fairseq.hub import CHECKPOINT_NAMES
+
+    names = [f"`{name}`" for name in CHECKPOINT_NAMES]
+    said = f"loads the first of {', '.join(names[:-1])} and {names[-1]} it holds"
+    assert said in " ".join(README.read_text(encoding="utf-8").split())
+
+
 def _bash_commands(path=README):
     """Every command line of the bash blocks of ``path`` (a markdown file), as words (comments
     dropped)."""

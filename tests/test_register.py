@@ -26,6 +26,14 @@ print(json.dumps({
 """
 EVERYTHING = {"task": True, "criteria": ["taco", "mlm", "sentence_prediction_summable"],
               "arch": True}
+#: A fairseq-train command line of the plugin's task, criterion and model.
+TRAIN_ARGS = ["data", "--user-dir", USER_DIR, "--task", "taco_masked_lm", "--criterion", "taco",
+              "--arch", "roberta_tiny", "--cpu"]
+#: Parses TRAIN_ARGS as fairseq-train does (the plugin registers): ``args``.
+PARSE_TRAIN_ARGS = f"""
+from fairseq import options
+args = options.parse_args_and_arch(options.get_training_parser(), {TRAIN_ARGS!r})
+"""
 
 
 def _run(script: str) -> subprocess.CompletedProcess:
@@ -59,13 +67,10 @@ assert __import__("fairseq.trainer").trainer.Trainer.__init__ is trainer_init
 def test_user_dir_registers_the_plugin_imported_before_fairseq():
     # fairseq's import_user_module leaves a package imported before alone: a command (or a
     # test) that imported taco_fairseq first and then parses a fairseq-train command line
-    result = _run(f"""
+    result = _run("""
 import json
 import taco_fairseq.cli.glue
-from fairseq import options
-args = options.parse_args_and_arch(options.get_training_parser(), [
-    "data", "--user-dir", {USER_DIR!r}, "--task", "taco_masked_lm", "--criterion", "taco",
-    "--arch", "roberta_tiny", "--cpu"])
+""" + PARSE_TRAIN_ARGS + """
 assert (args.task, args.criterion, args.arch) == ("taco_masked_lm", "taco", "roberta_tiny")
 """ + REGISTERED)
     assert _last_json(result) == EVERYTHING
@@ -77,9 +82,7 @@ def _training_config():
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        "data", "--user-dir", USER_DIR, "--task", "taco_masked_lm", "--criterion", "taco",
-        "--arch", "roberta_tiny", "--cpu"])
+    args = options.parse_args_and_arch(options.get_training_parser(), TRAIN_ARGS)
     return convert_namespace_to_omegaconf(args)
 
 
@@ -120,13 +123,9 @@ def test_exactly_fairseq_s_hydra_deprecation_warnings_are_silenced():
 
 @pytest.mark.slow
 def test_a_fairseq_train_start_shows_other_warnings_but_not_hydra_s():
-    result = _run(f"""
+    result = _run(PARSE_TRAIN_ARGS + """
 import warnings
-from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-args = options.parse_args_and_arch(options.get_training_parser(), [
-    "data", "--user-dir", {USER_DIR!r}, "--task", "taco_masked_lm", "--criterion", "taco",
-    "--arch", "roberta_tiny", "--cpu"])
 convert_namespace_to_omegaconf(args)
 warnings.warn("a warning of the plugin's own")
 """)

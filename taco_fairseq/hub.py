@@ -25,8 +25,9 @@ from fairseq import checkpoint_utils, utils
 from fairseq.models.roberta import RobertaHubInterface
 
 from . import register
-from .metadata import (SENTENCEPIECE_MODEL, check_training_data, load_lazily,
-                       load_task_dictionary, recorded_data_dir, saved_option)
+from .metadata import (INFO_FILE, SENTENCEPIECE_MODEL, check_training_data, load_lazily,
+                       load_task_dictionary, recorded_data_dir, recorded_pretraining_data,
+                       saved_option)
 
 PathLike = Union[str, Path]
 
@@ -124,14 +125,10 @@ def default_sentencepiece_model(data_dir: Path) -> Path:
     Raises:
         FileNotFoundError: neither exists; the message names where it looked and what to pass.
     """
-    from .glue.databin import read_prep_info
-    from .prep.pretraining import INFO_FILE
-
     own = data_dir / SENTENCEPIECE_MODEL
     if own.is_file():
         return own
-    recorded = ((data_dir / INFO_FILE).is_file()
-                and read_prep_info(data_dir).get("pretraining_data"))
+    recorded = recorded_pretraining_data(data_dir)
     if recorded and (Path(recorded) / SENTENCEPIECE_MODEL).is_file():
         return Path(recorded) / SENTENCEPIECE_MODEL
     where = (f"nor in the pre-training data-bin {recorded} that its {INFO_FILE} records"

@@ -8,6 +8,7 @@ Which checkpoint ``fairseq-train`` resumes from, and its checks: :mod:`taco_fair
 import argparse
 import functools
 import hashlib
+import json
 import logging
 import os
 from typing import Dict, Optional
@@ -32,6 +33,8 @@ torch.serialization.add_safe_globals(SAFE_GLOBALS)
 
 #: The SentencePiece model file of a data-bin (``scripts/prepare_pretraining_data.py``).
 SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
+#: What a data-bin records of its preparation (taco-prepare-data, taco-prepare-glue): json.
+INFO_FILE = "prep_info.json"
 #: ``task_state`` key of the dictionary fingerprint (:func:`dictionary_fingerprint`).
 DICTIONARY_KEY = "dictionary_fingerprint"
 #: ``task_state`` key of the SHA-256 of the data-bin's SentencePiece model (when it has one).
@@ -222,3 +225,18 @@ def masked_lm_state_dict(task) -> dict:
     is imported (:mod:`taco_fairseq.fairseq_patches`)."""
     return {**(task.state.state_dict if task.state is not None else {}),
             **data_fingerprints(task.source_dictionary, utils.split_paths(task.cfg.data)[0])}
+
+
+def recorded_pretraining_data(data_dir) -> Optional[str]:
+    """The pre-training data-bin that ``data_dir``'s :data:`INFO_FILE` records
+    (``pretraining_data``, written by ``taco-prepare-glue`` for a GLUE task directory), or None
+    when it has no such file or entry.
+
+    Raises:
+        json.JSONDecodeError: the file is not json.
+    """
+    path = os.path.join(data_dir, INFO_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("pretraining_data")

@@ -63,7 +63,7 @@ import sentencepiece as spm
 from tqdm import tqdm
 
 from .. import __version__
-from ..metadata import SENTENCEPIECE_MODEL
+from ..metadata import INFO_FILE, SENTENCEPIECE_MODEL
 from .binarize import DatasetWriter
 from .corpus import check_input_file
 from .destdir import build_beside
@@ -81,7 +81,6 @@ from .vocabulary import train_sentencepiece, write_fairseq_dict
 logger = logging.getLogger(__name__)
 
 DICT_FILE = "dict.txt"
-INFO_FILE = "prep_info.json"
 TEXT_DIR = "text"
 SPLITS = ("train", "valid", "test")
 #: With ``shards`` > 1 the data-bins are ``destdir/shard0``, ``destdir/shard1``, ...

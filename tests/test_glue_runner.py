@@ -134,6 +134,7 @@ def test_the_summary_of_a_call_covers_every_finished_run_under_out(tmp_path, mon
     """A second call into the same --out (TACO on MRPC) summarizes the first call's runs (TACO
     and MLM on CoLA) too, as taco-glue-summary OUT does."""
     from taco_fairseq.cli import glue
+    from taco_fairseq.glue import runner
 
     out = tmp_path / "runs"
     for checkpoint in ("TACO", "MLM"):
@@ -142,7 +143,7 @@ def test_the_summary_of_a_call_covers_every_finished_run_under_out(tmp_path, mon
     def run_all(runs, options, jobs):  # the runs of this call finish with 70 points
         return [_finished_run(out, r.checkpoint.name, r.task.name, 70.0) for r in runs]
 
-    monkeypatch.setattr(glue, "run_all", run_all)
+    monkeypatch.setattr(runner, "run_all", run_all)  # taco-glue imports it when it runs
     (tmp_path / "glue" / "MRPC").mkdir(parents=True)  # prepared, as far as taco-glue looks
     (tmp_path / "glue" / "MRPC" / "prep_info.json").write_text("{}")
     glue.main(["--checkpoints", f"TACO={tmp_path / 'taco.pt'}", "--data", str(tmp_path / "glue"),

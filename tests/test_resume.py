@@ -16,6 +16,7 @@ from conftest import (ONE_THREAD, RECIPES, REPO, USER_DIR, fairseq_setup, run_fa
 import taco_fairseq  # noqa: F401  (weights-only loading of fairseq checkpoints)
 from taco_fairseq.errors import OptionError
 from taco_fairseq.resume import checkpoint_to_load, restore_config
+from taco_fairseq.save_dir import LOCK_FILE
 
 #: logged per update; everything but timings
 LOGGED = ("loss", "mlm_loss", "tc_loss", "tc_accuracy", "tc_anchors", "tc_skipped", "ppl",
@@ -256,12 +257,16 @@ def test_a_finished_run_started_again_leaves_its_checkpoints_as_they_are(trained
     past --max-update 20 and overwrites them); a higher --max-update trains on."""
     save_dir = tmp_path / "run"
     shutil.copytree(trained_checkpoint, save_dir)
-    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in save_dir.iterdir()}
+    def checkpoints():  # the run's lock file (taco_fairseq.save_dir) is not a checkpoint
+        return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in save_dir.iterdir()
+                if p.name != LOCK_FILE}
+
+    before = checkpoints()
     assert {"checkpoint_last.pt", "checkpoint_best.pt"} <= set(before)
     out = run_fairseq("fairseq-train", *train_args(tiny_databin, save_dir))
     assert "done training: the checkpoint loaded holds 20 updates, --max-update is 20" in (
         out.stdout)
-    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in save_dir.iterdir()}
+    after = checkpoints()
     assert after == before
     # one more update is asked for: it trains on
     run_fairseq("fairseq-train", *train_args(tiny_databin, save_dir, "--max-update", "21"))

@@ -166,7 +166,7 @@ def report_plateau_exit(stats: dict, task) -> Optional[str]:
     state = getattr(task, "state", None)
     if share is None or not uniform or state is None:
         return None
-    previous = state._state.get(STATE_KEY) or {}
+    previous = state.state_dict.get(STATE_KEY) or {}
     update = int(stats.get("num_updates", 0))
     ratio = float(share) / float(uniform)
     left_at = previous.get("left_at")

@@ -30,6 +30,10 @@
   ("terminate called without an active exception", status 134).
 * The warning torch gives each update for the ``torch.cuda.amp.autocast`` of fairseq's
   ``FairseqTask.train_step`` is silenced.
+* ``Trainer.load_checkpoint`` keeps a checkpoint's optimizer and learning-rate state across
+  a change of criterion where ``--tc-allow-changed-objective`` allows it
+  (:func:`taco_fairseq.resume.keep_optimizer_across_objectives`; fairseq asserts the
+  criterion's class is unchanged).
 * ``Trainer`` first checks the precision options (:func:`check_precision`), for every task:
   without it, ``--fp16`` on a machine without CUDA and ``--bf16`` without torch_xla end in a
   traceback from deep inside the trainer.
@@ -139,7 +143,14 @@ def apply() -> None:
     from . import hydra_paths, save_dir
     from .metadata import masked_lm_state_dict
     from .neighbour_attention import report_plateau_exit
-    from .resume import MaskedLMResumeConfig, data_position_kept, prepare_resume, stop_if_finished
+    from .resume import (
+        ALLOW_CHANGED_OBJECTIVE,
+        MaskedLMResumeConfig,
+        data_position_kept,
+        keep_optimizer_across_objectives,
+        prepare_resume,
+        stop_if_finished,
+    )
 
     warnings.filterwarnings("ignore", category=FutureWarning,
                             message=r"`torch\.cuda\.amp\.autocast\(args\.\.\.\)` is deprecated")
@@ -199,6 +210,18 @@ def apply() -> None:
             report_plateau_exit(stats, trainer.task)
         return stats
 
+    def trainer_load_checkpoint(original, self, *args, **kwargs):
+        if not getattr(self.task.cfg, ALLOW_CHANGED_OBJECTIVE, False):
+            return original(self, *args, **kwargs)
+
+        def load_checkpoint_to_cpu(load, *load_args, **load_kwargs):
+            state = load(*load_args, **load_kwargs)
+            keep_optimizer_across_objectives(state, self.get_criterion())
+            return state
+
+        with _wrapped(checkpoint_utils, "load_checkpoint_to_cpu", load_checkpoint_to_cpu):
+            return original(self, *args, **kwargs)
+
     def trainer_init(original, self, cfg, *args, **kwargs):
         check_precision(cfg.common)
         original(self, cfg, *args, **kwargs)
@@ -207,6 +230,7 @@ def apply() -> None:
     _wrap_once(distributed_utils, "all_gather_list", all_gather_list)
     _wrap_once(checkpoint_utils, "load_checkpoint", load_checkpoint)
     _wrap_once(Trainer, "__init__", trainer_init)
+    _wrap_once(Trainer, "load_checkpoint", trainer_load_checkpoint)
     _wrap_once(fairseq_train, "get_valid_stats", get_valid_stats)
     _wrap_once(checkpoint_utils, "verify_checkpoint_directory", verify_checkpoint_directory)
     _wrap_once(checkpoint_utils, "torch_persistent_save", torch_persistent_save)
@@ -230,6 +254,18 @@ def _replace_task_config(task, name: str, config) -> None:
     node = config()
     node._name = name
     ConfigStore.instance().store(name=name, group="task", node=node, provider="fairseq")
+
+
+@contextlib.contextmanager
+def _wrapped(owner, name: str, wrapper):
+    """``owner.name`` replaced by a function calling ``wrapper(original, *args, **kwargs)``
+    while the block runs (for one call of the caller), then restored."""
+    original = getattr(owner, name)
+    setattr(owner, name, functools.partial(wrapper, original))
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
 
 
 def _wrap_once(owner, name: str, wrapper) -> None:

@@ -207,6 +207,33 @@ def check_objective_unchanged(path, state: dict, task_cfg, criterion_cfg) -> Non
         "--reset-optimizer to start from the checkpoint's weights at update 0)")
 
 
+def keep_optimizer_across_objectives(state: dict, criterion: torch.nn.Module) -> None:
+    """Let fairseq's trainer restore the optimizer and learning-rate scheduler of a checkpoint
+    whose criterion was another one, when the run allows a changed objective
+    (``--tc-allow-changed-objective``): e.g. TACO continuing an MLM run at its update, with its
+    Adam moments, schedule and data position (docs/pretraining.md, "Switching objectives
+    midway"). fairseq refuses any change of the criterion's class ("Criterion does not
+    match; please reset the optimizer") because a criterion may hold parameters of its own;
+    for one without (``mlm``, ``taco``, fairseq's ``masked_lm``) the optimizer holds exactly
+    the model's parameters, so the checkpoint's last ``optimizer_history`` entry is renamed to
+    ``criterion``'s class, in ``state`` (as loaded to the CPU, before the trainer reads it).
+
+    A criterion with parameters is left to fairseq's check; a state without optimizer history
+    is left alone.
+    """
+    from fairseq import utils
+
+    history = state.get("optimizer_history") or []
+    name = type(criterion).__name__
+    if not history or history[-1].get("criterion_name") in (None, name) \
+            or utils.has_parameters(criterion):
+        return
+    logger.warning(f"--tc-allow-changed-objective: the checkpoint's optimizer and learning-rate "
+                   f"state, saved with criterion {history[-1]['criterion_name']}, continue with "
+                   f"{name}")
+    history[-1] = {**history[-1], "criterion_name": name}
+
+
 def check_checkpoint_fits(path: str, state: dict, model: torch.nn.Module, dictionary) -> None:
     """Check that the checkpoint at ``path`` (``state``, :func:`taco_fairseq.metadata.
     load_lazily`) was trained on ``dictionary`` and fits ``model`` (parameter names and shapes).

@@ -1297,7 +1297,7 @@ def test_each_checkpoint_is_measured_as_soon_as_it_is_saved(monkeypatch, tmp_pat
     saved = {u: threading.Event() for u in (5, 10, 20)}
     measured = []
 
-    def fake_pretrain(run, settings, out):
+    def fake_pretrain(run, settings, out, source_running=None):
         for updates, event in saved.items():
             (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
             (run_dir / "checkpoints" / f"checkpoint_1_{updates}.pt").write_bytes(b"")
@@ -1394,7 +1394,7 @@ def test_a_failed_measure_lets_the_pretrainings_finish_then_raises(monkeypatch, 
         glue_data=tmp_path, tasks=[], seeds=[], points=[], jobs=2)
     trained, calls = [], []
 
-    def fake_pretrain(run, settings, out):
+    def fake_pretrain(run, settings, out, source_running=None):
         trained.append(run.name)
         return tmp_path
 

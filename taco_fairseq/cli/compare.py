@@ -95,6 +95,14 @@ def build_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
                        "--checkpoint-updates) on the schedule of --max-update, whose learning "
                        "rate they share: e.g. taco=7000 with --max-update 20000 compares TACO's "
                        "7,000 updates with MLM's 20,000, as the paper's speed-up does")
+    group.add_argument("--branch-update", type=positive(int), metavar="B",
+                       help="also continue each seed's baseline run (the first of --objectives) "
+                       "from its checkpoint at B updates (one of --checkpoint-updates) with every "
+                       "other objective, keeping the baseline's optimizer state, learning-rate "
+                       "schedule and data position: runs OBJECTIVE-branch (rows of that "
+                       "objective), with the checkpoints after B; stop them with "
+                       "--objective-max-update OBJECTIVE-branch=N. E.g. does TACO still help "
+                       "once masked LM has left its plateau? (default: no branch)")
     group.add_argument("--tokens-per-sample", type=positive(int), default=128, help="default: 128")
     group.add_argument("--batch-size", type=positive(int), default=32,
                        help="sequences per update and worker (default: 32)")
@@ -289,7 +297,9 @@ def study_options(args: argparse.Namespace, fairseq_args: Sequence[str]) -> Stud
     settings = PretrainSettings(
         data=args.data, arch=args.arch, max_update=args.max_update,
         checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),
-        objective_max_update=objective_max_updates(args.objective_max_update, args.objectives),
+        objective_max_update=objective_max_updates(args.objective_max_update,
+                                                   branch_arms(args.objectives, args.branch_update)),
+        branch=None if args.branch_update is None else (args.objectives[0], args.branch_update),
         tokens_per_sample=args.tokens_per_sample, batch_size=args.batch_size,
         update_freq=args.update_freq, lr=args.lr,
         warmup_updates=(args.warmup_updates if args.warmup_updates is not None
@@ -299,6 +309,8 @@ def study_options(args: argparse.Namespace, fairseq_args: Sequence[str]) -> Stud
     if unknown:
         raise ValueError(f"--objectives {unknown}: no such recipe; choose from "
                          f"{', '.join(available_objectives())}")
+    if args.branch_update is not None:
+        check_branches(args.objectives)
     return StudyOptions(
         out=args.out, objectives=args.objectives, pretrain_seeds=args.pretrain_seeds,
         settings=settings, glue_data=args.glue_data,
@@ -430,6 +442,38 @@ def recorded_study_call(argv: Sequence[str]) -> Optional[argparse.Namespace]:
     call.given = {dest: value for dest, value in given.items() if dest not in vars(call)}
     call.fairseq_args = list(fairseq_args)
     return call
+
+
+def branch_arms(objectives: Sequence[str], branch_update: Optional[int]) -> List[str]:
+    """The objectives of the rows: ``objectives``, and with ``--branch-update`` the branch
+    of each but the first (``OBJECTIVE-branch``; :attr:`taco_fairseq.comparison.study.
+    StudyOptions.arms`)."""
+    from taco_fairseq.comparison.pretraining import BRANCH_SUFFIX
+
+    return [*objectives, *([o + BRANCH_SUFFIX for o in objectives[1:]]
+                           if branch_update is not None else [])]
+
+
+def check_branches(objectives: Sequence[str]) -> None:
+    """``--branch-update`` needs objectives to branch (a baseline and at least one more), each
+    of the plugin's ``taco_masked_lm`` task, which takes ``--tc-allow-changed-objective``.
+
+    Raises:
+        ValueError: naming the objective or what to give.
+    """
+    from taco_fairseq.comparison.objectives import objective_args
+
+    if len(objectives) < 2:
+        raise ValueError(f"--branch-update with one objective ({objectives[0]}): give the "
+                         "baseline first and the objectives that branch from it after it, "
+                         "e.g. --objectives mlm taco")
+    for objective in objectives[1:]:
+        args = objective_args(objective)
+        if args[args.index("--task") + 1] != "taco_masked_lm":
+            raise ValueError(f"--branch-update: objective {objective} is not of the "
+                             "taco_masked_lm task, which alone can continue another "
+                             "objective's run (--tc-allow-changed-objective); leave it out of "
+                             "--objectives or run it without --branch-update")
 
 
 def objective_max_updates(specs: Sequence[str], objectives: Sequence[str]

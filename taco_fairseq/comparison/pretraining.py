@@ -17,6 +17,13 @@ Checkpoints are saved every ``gcd(checkpoint updates)`` updates (fairseq's
 ``--save-interval-updates``, with a validation each time); those that are not requested are
 deleted when the run has finished. A run is continued, or reused when finished, only with the
 options it was started with (:func:`check_same_options`).
+
+A *branch* (``--branch-update B``) is a run that does not start from scratch: objective
+``<O>-branch`` continues the baseline's run of its seed from the baseline's checkpoint at B
+updates, with the baseline's optimizer state, learning-rate schedule and data position, on
+objective O's recipe (fairseq's ``--continue-once`` with ``--tc-allow-changed-objective``):
+TACO taking over from masked LM after the plateau (docs/results/promise-study/PLAN.md). It
+keeps the checkpoints after B and has no initialization of its own.
 """
 
 import fcntl
@@ -24,6 +31,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import reduce
@@ -40,6 +48,8 @@ TRAIN_LOG = "train.log"
 LOCK_FILE = "pretrain.lock"
 INITIALIZATION = "initialization.pt"
 _COMMAND = "# fairseq-train "  # how train.log records each command that trained the run
+#: ``<objective><BRANCH_SUFFIX>``: the branch of ``objective`` (module doc).
+BRANCH_SUFFIX = "-branch"
 #: fairseq options that :func:`fairseq_train_args` sets from the comparison's own options (the
 #: taco-compare option to use instead): after ``--`` they would win (fairseq keeps the last
 #: value) while the run's name, the options check and the report name the comparison's.
@@ -51,6 +61,7 @@ STUDY_OPTIONS = {
     "--tokens-per-sample": "--tokens-per-sample", "--max-positions": "--tokens-per-sample",
     "--save-interval-updates": "--checkpoint-updates",
     "--keep-interval-updates": "--checkpoint-updates",
+    "--continue-once": "--branch-update", "--restore-file": "--branch-update",
 }
 
 
@@ -69,7 +80,8 @@ def study_field(option: str, *, where: bool = False, **kwargs):
 
 @dataclass(frozen=True)
 class PretrainRun:
-    """One pre-training run: an objective (a recipe name) and a seed."""
+    """One pre-training run: an objective and a seed. The objective is a recipe name, or
+    ``<recipe>-branch`` for a branch (module doc), the name its rows carry."""
 
     objective: str
     seed: int
@@ -78,6 +90,17 @@ class PretrainRun:
     def name(self) -> str:
         """``<objective>-seed<S>``, the run's directory name."""
         return f"{self.objective}-seed{self.seed}"
+
+    @property
+    def is_branch(self) -> bool:
+        """Whether the run continues the baseline's run (module doc) instead of starting anew."""
+        return self.objective.endswith(BRANCH_SUFFIX)
+
+    @property
+    def recipe(self) -> str:
+        """The recipe of the objective (:mod:`.objectives`): the objective without
+        :data:`BRANCH_SUFFIX`."""
+        return self.objective[: -len(BRANCH_SUFFIX)] if self.is_branch else self.objective
 
 
 @dataclass(frozen=True)
@@ -100,6 +123,10 @@ class PretrainSettings:
         cpu: train on the CPU (``--cpu``).
         extra: further ``fairseq-train`` options, appended last, none of
             :data:`STUDY_OPTIONS`.
+        branch: (baseline objective, B): each other objective also continues the baseline's
+            run of every seed from its checkpoint at B updates, as ``<objective>-branch``
+            (module doc); B must be among ``checkpoint_updates``, below every objective's
+            stop. None: no branch.
         recipes_dir: where the objectives' recipes lie (:mod:`.objectives`; not recorded).
 
     Raises:
@@ -120,6 +147,7 @@ class PretrainSettings:
     warmup_updates: int = study_field("--warmup-updates", default=1000)
     cpu: bool = study_field("--cpu", where=True, default=False)
     extra: Sequence[str] = study_field("--", default=())
+    branch: Optional[Tuple[str, int]] = study_field("--branch-update", default=None)
     recipes_dir: Path = field(default=RECIPES_DIR, metadata={"recorded": False})
 
     def __post_init__(self):
@@ -142,6 +170,19 @@ class PretrainSettings:
                 raise ValueError(f"--objective-max-update {objective}={stop}: not below "
                                  f"--max-update {self.max_update} (without it the run stops "
                                  "there)")
+        if self.branch is not None:
+            baseline, start = self.branch
+            if start not in updates:
+                raise ValueError(f"--branch-update {start} is not among --checkpoint-updates "
+                                 f"{' '.join(map(str, updates))}; add it (the baseline's "
+                                 "checkpoint the branches start from)")
+            if start >= self.max_update_of(baseline):
+                raise ValueError(f"--branch-update {start}: the baseline {baseline} stops at "
+                                 f"{self.max_update_of(baseline)}; give an update before it")
+            for objective, stop in self.objective_max_update:
+                if objective.endswith(BRANCH_SUFFIX) and stop <= start:
+                    raise ValueError(f"--objective-max-update {objective}={stop}: not after "
+                                     f"--branch-update {start}, where the branch starts")
         given = [name for name in option_names(self.extra) if name in STUDY_OPTIONS]
         if given:
             raise ValueError(f"{given[0]} after -- would override what taco-compare sets for "
@@ -158,23 +199,44 @@ class PretrainSettings:
         return dict(self.objective_max_update).get(objective, self.max_update)
 
     def checkpoint_updates_of(self, objective: str) -> Tuple[int, ...]:
-        """The ``checkpoint_updates`` that ``objective``'s runs reach (ascending)."""
+        """The ``checkpoint_updates`` that ``objective``'s runs reach (ascending): a branch's
+        after its start (module doc)."""
         stop = self.max_update_of(objective)
-        return tuple(u for u in self.checkpoint_updates if u <= stop)
+        start = self.branch[1] if objective.endswith(BRANCH_SUFFIX) and self.branch else 0
+        return tuple(u for u in self.checkpoint_updates if start < u <= stop)
+
+    def branch_source(self, run: PretrainRun) -> Tuple[PretrainRun, int]:
+        """The baseline's run and update count a branch ``run`` continues.
+
+        Raises:
+            ValueError: ``run`` is no branch, or the settings have no ``branch``.
+        """
+        if not run.is_branch or self.branch is None:
+            raise ValueError(f"{run.name} is not a branch of this comparison (--branch-update)")
+        baseline, start = self.branch
+        return PretrainRun(baseline, run.seed), start
 
 
 def pretrain_args(run: PretrainRun, settings: PretrainSettings, run_dir: Path) -> List[str]:
     """The ``fairseq-train`` arguments of ``run``: the shared recipe's optimizer and schedule,
     the objective's recipe, the comparison's scale, then ``settings.extra``.
 
+    A branch (module doc) gets ``--continue-once`` the baseline's checkpoint at its start
+    (``checkpoint_<e>_<B>.pt``, epoch ``*`` while it does not exist yet) and
+    ``--tc-allow-changed-objective``.
+
     Raises:
         ValueError: the objective has no recipe.
     """
     s = settings
+    branch = []
+    if run.is_branch:
+        branch = ["--continue-once", str(branch_checkpoint(run, s, Path(run_dir).parent)),
+                  "--tc-allow-changed-objective"]
     return [
         str(s.data), "--user-dir", str(USER_DIR), "--arch", s.arch,
         *shared_args("bert_small", s.recipes_dir),
-        *objective_args(run.objective, s.recipes_dir),
+        *objective_args(run.recipe, s.recipes_dir),
         "--tokens-per-sample", str(s.tokens_per_sample), "--max-positions",
         str(s.tokens_per_sample), "--batch-size", str(s.batch_size),
         "--update-freq", str(s.update_freq), "--lr", f"{s.lr:g}",
@@ -184,8 +246,21 @@ def pretrain_args(run: PretrainRun, settings: PretrainSettings, run_dir: Path) -
         "--save-interval-updates", str(s.save_interval), "--keep-interval-updates", "-1",
         "--validate-interval-updates", str(s.save_interval),
         "--log-format", "json", "--log-interval", "100",
-        *(["--cpu"] if s.cpu else []), *s.extra,
+        *branch, *(["--cpu"] if s.cpu else []), *s.extra,
     ]
+
+
+def branch_checkpoint(run: PretrainRun, settings: PretrainSettings, pretrain_dir: Path) -> Path:
+    """The baseline's checkpoint that the branch ``run`` starts from, under ``pretrain_dir``
+    (``OUT/pretrain``): ``checkpoint_<e>_<B>.pt``, with ``*`` for the epoch while it has not
+    been saved.
+
+    Raises:
+        ValueError: as :meth:`PretrainSettings.branch_source`.
+    """
+    source, start = settings.branch_source(run)
+    run_dir = Path(pretrain_dir) / source.name
+    return checkpoints(run_dir).get(start, run_dir / "checkpoints" / f"checkpoint_*_{start}.pt")
 
 
 def checkpoints(run_dir: Path) -> Dict[int, Path]:
@@ -202,19 +277,24 @@ def is_finished(run: PretrainRun, settings: PretrainSettings, run_dir: Path) -> 
 
 
 def pretrain(run: PretrainRun, settings: PretrainSettings, out_dir: Path,
-             env: Optional[dict] = None) -> Path:
+             env: Optional[dict] = None, source_running=None) -> Path:
     """Carry out ``run`` under ``out_dir/pretrain`` (module doc), continuing from its
-    ``checkpoint_last.pt`` when it was interrupted; a finished run is left alone.
+    ``checkpoint_last.pt`` when it was interrupted; a finished run is left alone. A branch
+    first waits for the baseline's checkpoint it starts from while ``source_running()`` says
+    that the baseline's run goes on (looked at every :data:`BRANCH_POLL_SECONDS`).
 
     Returns:
         The run's directory.
 
     Raises:
         RuntimeError: ``fairseq-train`` failed (the message ends with its log), it ended
-            without a requested checkpoint, or another process is training the run.
+            without a requested checkpoint, another process is training the run, or a
+            branch's baseline checkpoint does not exist (and its run has stopped).
         ValueError: the run was started with other options (:func:`check_same_options`).
     """
     run_dir = Path(out_dir) / "pretrain" / run.name
+    if run.is_branch and not is_finished(run, settings, run_dir):
+        _wait_for_branch_start(run, settings, run_dir.parent, source_running)
     check_same_options(run_dir, pretrain_args(run, settings, run_dir))
     if is_finished(run, settings, run_dir):
         return run_dir
@@ -222,6 +302,30 @@ def pretrain(run: PretrainRun, settings: PretrainSettings, out_dir: Path,
     with _exclusive(run_dir / LOCK_FILE):
         _train(run, settings, run_dir, env)
     return run_dir
+
+
+#: Seconds between two looks for a branch's starting checkpoint (:func:`pretrain`).
+BRANCH_POLL_SECONDS = 30.0
+
+
+def _wait_for_branch_start(run: PretrainRun, settings: PretrainSettings, pretrain_dir: Path,
+                           source_running=None) -> None:
+    """Return once the baseline checkpoint that the branch ``run`` starts from exists; wait
+    while ``source_running()`` is true.
+
+    Raises:
+        RuntimeError: it does not exist and the baseline's run does not go on.
+    """
+    while True:
+        path = branch_checkpoint(run, settings, pretrain_dir)
+        if path.is_file():
+            return
+        if source_running is None or not source_running():
+            source, start = settings.branch_source(run)
+            raise RuntimeError(f"{run.name} starts from {source.name}'s checkpoint at {start} "
+                               f"updates, which does not exist ({path}); pre-train "
+                               f"{source.name} first (taco-compare does, with its objectives)")
+        time.sleep(BRANCH_POLL_SECONDS)
 
 
 def check_same_options(run_dir: Path, args: Sequence[str]) -> None:
@@ -321,21 +425,44 @@ def _train(run: PretrainRun, settings: PretrainSettings, run_dir: Path,
             path.unlink()
 
 
-def validation_losses(run_dir: Path) -> Dict[int, float]:
-    """updates → validation masked-LM loss (bits per masked token) of the run's log: fairseq's
-    ``valid_mlm_loss`` (plugin criteria) or ``valid_loss`` (``masked_lm``), the last record of
-    each update count."""
+#: What :func:`validation_metrics` reads of fairseq's validation records: the row's name →
+#: the log's names, the first one present counting (``valid_loss``: fairseq's ``masked_lm``).
+VALIDATION_METRICS = {
+    "valid_mlm_loss": ("valid_mlm_loss", "valid_loss"),
+    "neighbour_share": ("valid_neighbour_share",),
+    "neighbour_share_uniform": ("valid_neighbour_share_uniform",),
+}
+
+
+def validation_metrics(run_dir: Path) -> Dict[int, Dict[str, float]]:
+    """updates → the run's validation at that update count, as :data:`VALIDATION_METRICS`
+    names them (the last record of each update count; a metric the log lacks is left out):
+    ``valid_mlm_loss`` (bits per masked token) and the first layer's ``neighbour_share`` with
+    its ``neighbour_share_uniform`` (:mod:`taco_fairseq.neighbour_attention`)."""
     log = Path(run_dir) / TRAIN_LOG
     if not log.is_file():
         return {}
     with open(log, encoding="utf-8") as f:
         records = [r for r in parse_json_log(f) if r["kind"] == "valid"]
-    losses = {}
+    metrics: Dict[int, Dict[str, float]] = {}
     for r in records:
-        value = r.get("valid_mlm_loss", r.get("valid_loss"))
-        if isinstance(value, float) and "valid_num_updates" in r:
-            losses[int(r["valid_num_updates"])] = value
-    return losses
+        if "valid_num_updates" not in r:
+            continue
+        found = {}
+        for name, logged in VALIDATION_METRICS.items():
+            value = next((r[key] for key in logged if key in r), None)
+            if isinstance(value, float):
+                found[name] = value
+        metrics[int(r["valid_num_updates"])] = found
+    return metrics
+
+
+def validation_losses(run_dir: Path) -> Dict[int, float]:
+    """updates → validation masked-LM loss (bits per masked token) of the run's log: fairseq's
+    ``valid_mlm_loss`` (plugin criteria) or ``valid_loss`` (``masked_lm``), the last record of
+    each update count (:func:`validation_metrics`)."""
+    return {updates: found["valid_mlm_loss"] for updates, found in
+            validation_metrics(run_dir).items() if "valid_mlm_loss" in found}
 
 
 def initialization_path(run_dir: Path) -> Path:

@@ -2,7 +2,7 @@
 
 1. pre-training of every objective × pre-training seed (:mod:`.pretraining`);
 2. per checkpoint, the initialization (update 0) included: the validation masked-LM loss
-   (from the run's log), the contextual score and neighbour attention on held-out text
+   and the first layer's neighbour share (from the run's log), the contextual score and neighbour attention on held-out text
    (:mod:`taco_fairseq.analysis.contextual_score`, :mod:`taco_fairseq.glue.probes`) and
    the frozen-encoder GLUE probes (:mod:`taco_fairseq.glue.probes`);
 3. with several fine-tuning grid points, a search at the last checkpoint of the first
@@ -26,7 +26,7 @@ import logging
 import os
 import re
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,13 +40,14 @@ from ..glue.runner import FinetuneRun, RunnerOptions, run_all
 from ..glue.tasks import get_task
 from ..logs import configure_logging
 from .pretraining import (
+    BRANCH_SUFFIX,
     PretrainRun,
     PretrainSettings,
     checkpoints,
     pretrain,
     save_initialization,
     study_field,
-    validation_losses,
+    validation_metrics,
 )
 from .statistics import Score
 
@@ -121,9 +122,17 @@ class StudyOptions:
     reference: Optional[Path] = field(default=None, metadata={"recorded": False})
 
     @property
+    def arms(self) -> List[str]:
+        """The objectives of the rows: ``objectives``, then with ``--branch-update`` the
+        branch of each but the baseline (``<objective>-branch``, :mod:`.pretraining`)."""
+        branches = ([o + BRANCH_SUFFIX for o in self.objectives[1:]]
+                    if self.settings.branch is not None else [])
+        return [*self.objectives, *branches]
+
+    @property
     def runs(self) -> List[PretrainRun]:
-        """Every pre-training run, objective-major."""
-        return [PretrainRun(o, s) for o in self.objectives for s in self.pretrain_seeds]
+        """Every pre-training run, arm-major (:attr:`arms`)."""
+        return [PretrainRun(o, s) for o in self.arms for s in self.pretrain_seeds]
 
     @property
     def average_tasks(self) -> List[str]:
@@ -214,20 +223,29 @@ def pretrain_all(options: StudyOptions, measure=None) -> None:
     stopped (a failed measure is logged at once and not called again: the pre-trainings go
     on, and a rerun measures what is missing).
     """
+    futures: Dict[PretrainRun, Future] = {}
+
     def one(run: PretrainRun) -> None:
-        run_dir = pretrain(run, options.settings, options.out)
+        source = options.settings.branch_source(run)[0] if run.is_branch else None
+        run_dir = pretrain(run, options.settings, options.out, source_running=(
+            None if source is None else lambda: not futures[source].done()))
         print(f"   {run.name}: done ({run_dir})", flush=True)
 
+    # the baselines of the branches come first (options.runs is arm-major): a branch waits
+    # for its baseline's checkpoint, which a run started earlier saves
     runs = sorted(options.runs, key=lambda run: run.seed)
-    if measure is None:
-        _parallel(one, runs, options.jobs)
-        return
     with ThreadPoolExecutor(options.jobs) as pool:
-        futures = [pool.submit(one, run) for run in runs]
+        for run in runs:
+            futures[run] = pool.submit(one, run)
+        if measure is None:
+            for future in futures.values():
+                future.result()
+            return
+        pending = list(futures.values())
         seen: set = set()
         failed: Optional[BaseException] = None
         while True:
-            finished = all(f.done() for f in futures)
+            finished = all(f.done() for f in pending)
             found = [*initial_checkpoints(options), *saved_checkpoints(options)]
             if failed is None and {c.name for c in found} - seen:
                 try:
@@ -239,8 +257,8 @@ def pretrain_all(options: StudyOptions, measure=None) -> None:
                 seen |= {c.name for c in found}
             if finished:
                 break
-            wait(futures, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-        for future in futures:
+            wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+        for future in pending:
             future.result()
         if failed is not None:
             raise failed
@@ -275,7 +293,7 @@ def study_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
 
 
 def initial_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
-    """Checkpoint 0 of every run: the model as ``fairseq-train`` initializes it
+    """Checkpoint 0 of every run but the branches: the model as ``fairseq-train`` initializes it
     (:func:`.pretraining.save_initialization`, saved on first use), measured in phase 2 but not
     fine-tuned.
 
@@ -284,6 +302,8 @@ def initial_checkpoints(options: StudyOptions) -> List[StudyCheckpoint]:
     """
     found = []
     for run in options.runs:
+        if run.is_branch:  # it starts from the baseline's checkpoint, not from update 0
+            continue
         run_dir = options.out / "pretrain" / run.name
         found.append(StudyCheckpoint(run, 0, save_initialization(run, options.settings,
                                                                  run_dir)))
@@ -294,7 +314,9 @@ def measure_checkpoints(options: StudyOptions, found: Sequence[StudyCheckpoint],
                         inputs: Optional["MeasureInputs"] = None,
                         measured_one=None) -> List[dict]:
     """Phase 2: per checkpoint, ``valid_mlm_loss`` (bits per masked token, fairseq's
-    validation at that update; None at update 0, where fairseq validates nothing); with
+    validation at that update; None at update 0, where fairseq validates nothing) and the
+    first layer's ``neighbour_share`` and ``neighbour_share_uniform`` at that validation
+    (where the criterion logs them; :func:`.pretraining.validation_metrics`); with
     held-out text (sampled and encoded once per process), the contextual score
     and its intra- and inter-context similarities and the neighbour attention
     (:func:`taco_fairseq.glue.probes.neighbour_attention`: ``neighbour_attention``,
@@ -392,11 +414,13 @@ def _measure_unit(options: StudyOptions, unit: Sequence[StudyCheckpoint],
     rows = []
     for checkpoint in unit:
         path = directory / f"{checkpoint.name}.json"
+        logged = validation_metrics(options.out / "pretrain" / checkpoint.run.name
+                                    ).get(checkpoint.updates, {})
         row = json.loads(path.read_text()) if path.is_file() else {
             "objective": checkpoint.run.objective, "pretrain_seed": checkpoint.run.seed,
-            "updates": checkpoint.updates,
-            "valid_mlm_loss": validation_losses(options.out / "pretrain" / checkpoint.run.name
-                                                ).get(checkpoint.updates)}
+            "updates": checkpoint.updates, "valid_mlm_loss": logged.get("valid_mlm_loss")}
+        from_log = {name: value for name, value in logged.items() if name not in row}
+        row.update(from_log)  # also into a row cached before the log had them
         missing = _missing_measures(options, row)
         same = initializations.measured(checkpoint) if missing and checkpoint.updates == 0 \
             else None
@@ -406,7 +430,7 @@ def _measure_unit(options: StudyOptions, unit: Sequence[StudyCheckpoint],
             row.update(_measure(options, checkpoint, missing, inputs))
         if checkpoint.updates == 0:
             initializations.add(checkpoint, row)
-        if missing or not path.is_file():
+        if missing or from_log or not path.is_file():
             path.write_text(json.dumps(row, indent=2) + "\n")
         rows.append(row)
     return rows

@@ -1,15 +1,16 @@
 """The CSV files of a comparison (``taco-compare``): ``summary.csv`` (one row per fine-tuning)
 and ``checkpoints.csv`` (the measures of each pre-training checkpoint), written and read back;
 and another comparison's outputs read back, for a report that describes a control against it
-(``taco-compare --reference``: :func:`read_reference`). Numbers are written with 4 decimals
-(:func:`as_written`)."""
+(``taco-compare --reference``: :func:`read_reference`); and the rows of a study run in parts
+merged (:func:`merge_runs`). Numbers are written with 4 decimals (:func:`as_written`)."""
 
 import csv
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Sequence, TypeVar
+from typing import Callable, Dict, List, Mapping, Sequence, Tuple, TypeVar
 
 from .statistics import INITIALIZATION, MEASURE_IDS, Score, is_finite_number
 
@@ -183,3 +184,51 @@ def as_written(value: float) -> float:
     """``value`` as ``summary.csv`` and ``checkpoints.csv`` hold it (:func:`_text`: 4
     decimals); not-finite values as they are."""
     return float(_text(float(value))) if math.isfinite(value) else value
+
+
+def checkpoint_name(row: Mapping) -> str:
+    """``<objective>-seed<S>@<updates>``: taco-compare's name of a row's checkpoint (that of
+    its cached measures, ``OUT/measures/<name>.json``)."""
+    return f"{row['objective']}-seed{row['pretrain_seed']}@{row['updates']}"
+
+
+def measured_rows(out: Path) -> List[dict]:
+    """The rows a comparison's phase 2 has measured so far (``OUT/measures/*.json``: every
+    checkpoint it measured, whether or not its ``checkpoints.csv`` was rewritten since).
+
+    Raises:
+        FileNotFoundError: ``out`` has no ``measures`` directory (not a taco-compare --out).
+    """
+    directory = Path(out) / "measures"
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory}: no measures here; give a taco-compare --out")
+    return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
+
+
+def merge_runs(committed: Sequence[Mapping], outs: Mapping[Path, List[dict]]) -> List[dict]:
+    """The rows of a study run in parts across sessions, whose run directories do not survive
+    (docs/results/pos-study, docs/results/promise-study): ``committed`` with each run
+    (objective and pre-training seed) that one of ``outs`` (a taco-compare ``--out`` → its
+    :func:`measured_rows`) measured after update 0 replaced by all that part's rows of it (a
+    run rerun from update 0 is not bit-identical to a lost one, so its rows never mix), and
+    the initializations (update 0) it lacks added.
+
+    Raises:
+        ValueError: two parts measured the same run after update 0 (merge one of them).
+    """
+    def run_of(row: Mapping) -> Tuple[str, int]:
+        return row["objective"], row["pretrain_seed"]
+
+    rows = {checkpoint_name(r): dict(r) for r in committed}
+    owner: Dict[Tuple[str, int], Path] = {}
+    for part, measured in outs.items():
+        for run in {run_of(r) for r in measured if r["updates"] != 0}:
+            if run in owner:
+                raise ValueError(f"{run[0]} seed {run[1]} was measured in {owner[run]} and in "
+                                 f"{part}: merge the part whose rows should stand")
+            owner[run] = part
+            rows = {k: r for k, r in rows.items() if run_of(r) != run or r["updates"] == 0}
+        for row in measured:
+            if row["updates"] != 0 or checkpoint_name(row) not in rows:
+                rows[checkpoint_name(row)] = row
+    return list(rows.values())

@@ -27,9 +27,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import List, Sequence
 
 from taco_fairseq.comparison.pretraining import validation_losses
+from taco_fairseq.comparison.tables import checkpoint_name as name_of
+from taco_fairseq.comparison.tables import measured_rows as part_rows
+from taco_fairseq.comparison.tables import merge_runs as merged
 from taco_fairseq.comparison.tables import read_checkpoints_csv, write_checkpoints_csv
 
 HERE = Path(__file__).parent
@@ -38,49 +41,6 @@ LOST_RUNS = HERE / "checkpoints-lost-runs.csv"
 #: PLAN.md's runs and each objective's last checkpoint.
 LAST_UPDATES = {"mlm": 20000, "taco": 7000}
 SEEDS = (1, 2, 3, 4, 5)
-
-
-def run_of(row: dict) -> Tuple[str, int]:
-    return row["objective"], row["pretrain_seed"]
-
-
-def name_of(row: dict) -> str:
-    """``<objective>-seed<S>@<updates>``, taco-compare's name of the checkpoint."""
-    return f"{row['objective']}-seed{row['pretrain_seed']}@{row['updates']}"
-
-
-def part_rows(part: Path) -> List[dict]:
-    """The rows a part's phase 2 has measured (``PART/measures/*.json``).
-
-    Raises:
-        FileNotFoundError: ``part`` has no ``measures`` directory (not a taco-compare --out).
-    """
-    directory = Path(part) / "measures"
-    if not directory.is_dir():
-        raise FileNotFoundError(f"{directory}: no measures here; give a taco-compare --out")
-    return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
-
-
-def merged(committed: Sequence[dict], parts: Dict[Path, List[dict]]) -> List[dict]:
-    """``committed`` with each run that a part measured after update 0 replaced by that part's
-    rows, and the initializations it lacks added.
-
-    Raises:
-        ValueError: two parts measured the same run after update 0 (merge one of them).
-    """
-    rows = {name_of(r): r for r in committed}
-    owner: Dict[Tuple[str, int], Path] = {}
-    for part, measured in parts.items():
-        for run in {run_of(r) for r in measured if r["updates"] != 0}:
-            if run in owner:
-                raise ValueError(f"{run[0]} seed {run[1]} was measured in {owner[run]} and in "
-                                 f"{part}: merge the part whose rows should stand")
-            owner[run] = part
-            rows = {k: r for k, r in rows.items() if run_of(r) != run or r["updates"] == 0}
-        for row in measured:
-            if row["updates"] != 0 or name_of(row) not in rows:
-                rows[name_of(row)] = row
-    return list(rows.values())
 
 
 def missing(committed: Sequence[dict]) -> List[str]:

@@ -5,6 +5,7 @@ and fairseq set-ups built from command lines.
 
 import itertools
 import lzma
+import json
 import os
 import subprocess
 import sys
@@ -273,3 +274,14 @@ def finetuned_checkpoint(glue_databin, trained_checkpoint, tmp_path_factory) -> 
         hyper=Hyperparameters(16, 1e-5, 1), seed=1, save_dir=save_dir, user_dir=USER_DIR,
         extra=("--cpu", "--num-workers", "0"), max_updates=1))
     return save_dir / "checkpoint_best.pt"
+
+
+def measured_out(directory, rows):
+    """A taco-compare ``--out`` whose phase 2 measured ``rows`` (``OUT/measures/<name>.json``
+    per row, as :func:`taco_fairseq.comparison.tables.measured_rows` reads them)."""
+    from taco_fairseq.comparison.tables import checkpoint_name
+
+    (Path(directory) / "measures").mkdir(parents=True)
+    for row in rows:
+        (Path(directory) / "measures" / f"{checkpoint_name(row)}.json").write_text(json.dumps(row))
+    return Path(directory)

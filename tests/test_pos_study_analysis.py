@@ -8,7 +8,7 @@ import pytest
 
 from taco_fairseq.comparison.tables import write_checkpoints_csv
 
-from conftest import REPO
+from conftest import REPO, measured_out
 
 
 def _study_script(name):
@@ -113,16 +113,6 @@ def _rows_module():
     return _study_script("rows")
 
 
-def _part(directory, rows):
-    import json
-
-    (directory / "measures").mkdir(parents=True)
-    for row in rows:
-        name = f"{row['objective']}-seed{row['pretrain_seed']}@{row['updates']}"
-        (directory / "measures" / f"{name}.json").write_text(json.dumps(row))
-    return directory
-
-
 def _row(objective, seed, updates, value):
     return {"objective": objective, "pretrain_seed": seed, "updates": updates,
             "valid_mlm_loss": None if updates == 0 else 9.0, "pos_accuracy_ambiguous": value}
@@ -132,7 +122,7 @@ def test_a_rerun_run_replaces_all_its_rows_and_the_others_stay(tmp_path):
     rows = _rows_module()
     committed = [_row("mlm", 1, 0, 60.0), _row("mlm", 1, 500, 61.0), _row("mlm", 1, 14000, 70.0),
                  _row("taco", 1, 0, 60.0), _row("taco", 1, 500, 62.0)]
-    part = _part(tmp_path / "part", [_row("mlm", 1, 0, 60.0), _row("mlm", 1, 500, 61.5),
+    part = measured_out(tmp_path / "part", [_row("mlm", 1, 0, 60.0), _row("mlm", 1, 500, 61.5),
                                      _row("mlm", 2, 0, 59.0)])
     merged = {rows.name_of(r): r["pos_accuracy_ambiguous"]
               for r in rows.merged(committed, {part: rows.part_rows(part)})}
@@ -144,8 +134,8 @@ def test_a_rerun_run_replaces_all_its_rows_and_the_others_stay(tmp_path):
 
 def test_one_run_measured_in_two_parts_is_refused(tmp_path):
     rows = _rows_module()
-    a = _part(tmp_path / "a", [_row("taco", 2, 500, 61.0)])
-    b = _part(tmp_path / "b", [_row("taco", 2, 500, 61.2)])
+    a = measured_out(tmp_path / "a", [_row("taco", 2, 500, 61.0)])
+    b = measured_out(tmp_path / "b", [_row("taco", 2, 500, 61.2)])
     with pytest.raises(ValueError, match="taco seed 2 was measured in"):
         rows.merged([], {a: rows.part_rows(a), b: rows.part_rows(b)})
 

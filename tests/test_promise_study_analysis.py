@@ -14,7 +14,7 @@ from scipy import stats
 
 from taco_fairseq.comparison.tables import write_checkpoints_csv
 
-from conftest import REPO
+from conftest import REPO, measured_out
 
 
 def _load():
@@ -353,16 +353,6 @@ def _rows_script():
     return SimpleNamespace(**runpy.run_path(str(REPO / "docs/results/promise-study/rows.py")))
 
 
-def _measured(out, rows):
-    import json
-
-    (out / "measures").mkdir(parents=True)
-    for row in rows:
-        name = f"{row['objective']}-seed{row['pretrain_seed']}@{row['updates']}"
-        (out / "measures" / f"{name}.json").write_text(json.dumps(row))
-    return out
-
-
 def _row(objective, seed, updates, loss):
     return {"objective": objective, "pretrain_seed": seed, "updates": updates,
             "valid_mlm_loss": None if updates == 0 else loss, "pos_accuracy_ambiguous": 70.123456}
@@ -371,14 +361,14 @@ def _row(objective, seed, updates, loss):
 def test_rows_merged_as_measured_and_a_lost_runs_rows_kept_apart(tmp_path):
     rows = _rows_script()
     committed, lost = tmp_path / "checkpoints.csv", tmp_path / "lost.csv"
-    first = _measured(tmp_path / "seed6", [_row("mlm", 6, 0, None), _row("mlm", 6, 500, 9.123456)])
+    first = measured_out(tmp_path / "seed6", [_row("mlm", 6, 0, None), _row("mlm", 6, 500, 9.123456)])
     assert rows.merge([first], committed, lost) == 2
     # the same session, more rows of the run: nothing is lost (the CSV's rounding is no change)
     (first / "measures" / "mlm-seed6@1000.json").write_text(
         '{"objective": "mlm", "pretrain_seed": 6, "updates": 1000, "valid_mlm_loss": 8.5}')
     assert rows.merge([first], committed, lost) == 3 and not lost.exists()
     # the run was lost; its rerun (another machine's floating point) replaces all its rows
-    rerun = _measured(tmp_path / "rerun", [_row("mlm", 6, 0, None), _row("mlm", 6, 500, 9.2)])
+    rerun = measured_out(tmp_path / "rerun", [_row("mlm", 6, 0, None), _row("mlm", 6, 500, 9.2)])
     assert rows.merge([rerun], committed, lost) == 2
     kept = {(r["updates"], r["valid_mlm_loss"]) for r in rows.read_checkpoints_csv(committed)}
     assert kept == {(0, None), (500, 9.2)}

@@ -312,6 +312,36 @@ def test_cached_measures_get_the_missing_ones_and_initializations_are_measured_o
     assert json.dumps(again) == json.dumps(rows) and calls == []  # (NaN loss at update 0)
 
 
+@pytest.mark.parametrize("recorded, measured_again", [
+    ({}, False),                   # measured before the window was recorded: kept
+    ({"pos_window": 32}, False),   # the same window (the runs' positions)
+    ({"pos_window": 128}, True),   # another window: measured again
+])
+def test_a_part_of_speech_probe_of_another_window_is_measured_again(monkeypatch, tmp_path,
+                                                                    recorded, measured_again):
+    from taco_fairseq.comparison import study
+
+    settings = PretrainSettings(data=tmp_path / "data", arch="roberta_tiny", max_update=10,
+                                checkpoint_updates=(10,), warmup_updates=1, tokens_per_sample=32)
+    options = study.StudyOptions(
+        out=tmp_path, objectives=["mlm"], pretrain_seeds=[1], settings=settings,
+        glue_data=tmp_path / "glue", tasks=[], seeds=[], points=[],
+        conllu_train=tmp_path / "train.conllu", conllu_test=tmp_path / "test.conllu")
+    assert study.pos_window(options) == 32
+    assert study.pos_window(dataclasses.replace(options, pos_window=16)) == 16
+    (tmp_path / "measures").mkdir()
+    cached = {"objective": "mlm", "pretrain_seed": 1, "updates": 10, "valid_mlm_loss": 7.5,
+              "pos_accuracy": 80.0, **recorded}
+    (tmp_path / "measures" / "mlm-seed1@10.json").write_text(json.dumps(cached))
+    calls = []
+    monkeypatch.setattr(study, "_measure", lambda options, checkpoint, missing, inputs:
+                        calls.append(list(missing)) or {"pos_accuracy": 81.0, "pos_window": 32})
+    checkpoint = study.StudyCheckpoint(PretrainRun("mlm", 1), 10, tmp_path / "last.pt")
+    (row,) = study.measure_checkpoints(options, [checkpoint])
+    assert calls == ([["pos"]] if measured_again else [])
+    assert row["pos_accuracy"] == (81.0 if measured_again else 80.0)
+
+
 def test_cpu_threads_respect_a_users_omp_num_threads(monkeypatch, capsys, tmp_path):
     """--cpu gives each of --jobs runs cores/jobs threads, unless the user set
     OMP_NUM_THREADS (before: overwritten with cores/jobs); the printed line says which."""

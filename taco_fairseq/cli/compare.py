@@ -163,8 +163,8 @@ def build_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
                        help="positions per sequence the part-of-speech probe encodes, <s> and "
                        "</s> included, 3 to --tokens-per-sample (the runs' positions): a "
                        "sentence longer than N - 2 pieces is encoded in overlapping windows "
-                       "(default: --tokens-per-sample; measures already in OUT/measures keep "
-                       "the window they were measured with)")
+                       "(default: --tokens-per-sample; a checkpoint measured with another window "
+                       "is measured again)")
     group = parser.add_argument_group("masked-LM loss on held-out text, at every checkpoint and "
                                       "the initialization")
     group.add_argument("--heldout-mlm-text", nargs="+", default=[], metavar="NAME=FILE",

@@ -470,9 +470,18 @@ _MEASURE_KEYS = {"contextual": "contextual_score", "attention": "neighbour_atten
                  "unsupervised": "sts_unsupervised", "pos": "pos_accuracy"}
 
 
+def pos_window(options: StudyOptions) -> int:
+    """The positions per sequence with which the part-of-speech probe encodes the sentences:
+    ``--pos-window``, else the runs' ``--tokens-per-sample`` (the model's positions)."""
+    return options.pos_window or options.settings.tokens_per_sample
+
+
 def _missing_measures(options: StudyOptions, row: dict) -> List[str]:
     """The measures asked for by ``options`` that ``row`` lacks: ``contextual``,
-    ``attention``, ``unsupervised``, ``probe_<TASK>``, ``pos`` and ``mlm_loss_<NAME>``."""
+    ``attention``, ``unsupervised``, ``probe_<TASK>``, ``pos`` and ``mlm_loss_<NAME>``. The
+    part-of-speech probe is also missing when the row records another window
+    (``pos_window``, :func:`pos_window`) than ``options``'; a row measured before the window
+    was recorded is kept as it is."""
     wanted = []
     if options.heldout_text:
         wanted += ["contextual", "attention"]
@@ -483,7 +492,9 @@ def _missing_measures(options: StudyOptions, row: dict) -> List[str]:
         wanted += [f"probe_{t}" for t in options.probe_tasks]
         if "STS-B" in options.probe_tasks:
             wanted.append("unsupervised")
-    return [m for m in wanted if _MEASURE_KEYS.get(m, m) not in row]
+    other_window = row.get("pos_window", pos_window(options)) != pos_window(options)
+    return [m for m in wanted
+            if _MEASURE_KEYS.get(m, m) not in row or m == "pos" and other_window]
 
 
 class MeasureInputs:
@@ -561,7 +572,8 @@ def _measure(options: StudyOptions, checkpoint: StudyCheckpoint, missing: Sequen
     if "pos" in missing:
         from ..analysis.pos_probe import pos_probe
 
-        row.update(pos_probe(loaded.hub, inputs.pos_data(), window=options.pos_window))
+        row.update(pos_probe(loaded.hub, inputs.pos_data(), window=options.pos_window),
+                   pos_window=pos_window(options))
     for name, path in options.mlm_texts:
         if f"mlm_loss_{name}" in missing:
             from ..analysis.masked_lm_loss import masked_lm_loss

@@ -30,6 +30,10 @@
   ("terminate called without an active exception", status 134).
 * The warning torch gives each update for the ``torch.cuda.amp.autocast`` of fairseq's
   ``FairseqTask.train_step`` is silenced.
+* ``fairseq_cli.train.get_valid_stats`` stops in one line when a validation logged no
+  ``--best-checkpoint-metric`` (:func:`check_validation_logged`), and logs the first
+  validation that leaves the bag-of-words plateau
+  (:func:`taco_fairseq.neighbour_attention.report_plateau_exit`).
 * ``Trainer.load_checkpoint`` keeps a checkpoint's optimizer and learning-rate state across
   a change of criterion where ``--tc-allow-changed-objective`` allows it
   (:func:`taco_fairseq.resume.keep_optimizer_across_objectives`; fairseq asserts the
@@ -113,6 +117,23 @@ def check_precision(common_cfg) -> None:
     if common_cfg.bf16 and importlib.util.find_spec("torch_xla") is None:
         raise OptionError("--bf16 means TPU training in fairseq (it implies --tpu) and needs "
                           "torch_xla; on GPUs use --fp16 or --amp, on the CPU leave it out")
+
+
+def check_validation_logged(stats: dict, metric: str, updates: int) -> None:
+    """Stop in one line when a validation logged no ``metric`` (fairseq's
+    ``--best-checkpoint-metric``, ``loss`` by default), as when none of its batches had a
+    masked token (the criteria log no loss for a batch that predicts nothing,
+    :mod:`taco_fairseq.criterion`): fairseq would end in a ``KeyError`` from choosing the best
+    checkpoint.
+
+    Raises:
+        OptionError: naming the update, the metric and what to check.
+    """
+    if metric not in stats:
+        raise OptionError(
+            f"the validation at update {updates} logged no {metric}: none of its batches had a "
+            "masked token (or a TC anchor) to predict. Check --mask-prob and the validation "
+            "data (--valid-subset), or choose another --best-checkpoint-metric")
 
 
 def unwritable_save_dir(save_dir: str, error: OSError) -> str:
@@ -205,6 +226,8 @@ def apply() -> None:
             raise OptionError(unwritable_save_dir(save_dir, e)) from e
 
     def get_valid_stats(original, cfg, trainer, stats, tracking_best):
+        check_validation_logged(stats, cfg.checkpoint.best_checkpoint_metric,
+                                trainer.get_num_updates())
         stats = original(cfg, trainer, stats, tracking_best)
         if tracking_best:  # the first validation subset
             report_plateau_exit(stats, trainer.task)

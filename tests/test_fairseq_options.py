@@ -57,3 +57,26 @@ def _original_tokens(batch, dictionary):
     """``[batch, seq_len]``: the tokens before masking (targets hold them where masked)."""
     target = batch["target"]
     return torch.where(target.ne(dictionary.pad()), target, batch["net_input"]["src_tokens"])
+
+
+def test_a_validation_without_its_best_checkpoint_metric_stops_in_one_line():
+    """A validation none of whose batches had a masked token logs no loss (the criteria log
+    None for them): fairseq-train stops naming the update and what to check, not with a
+    KeyError from choosing the best checkpoint."""
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    import fairseq_cli.train as fairseq_train
+    import taco_fairseq
+    from taco_fairseq.errors import OptionError
+
+    taco_fairseq.register()  # the patches
+    cfg = OmegaConf.create({"checkpoint": {"best_checkpoint_metric": "loss",
+                                           "maximize_best_checkpoint_metric": False}})
+    trainer = SimpleNamespace(get_num_updates=lambda: 500, task=None)
+    with pytest.raises(OptionError, match=r"the validation at update 500 logged no loss: none "
+                       r"of its batches had a masked token .*--mask-prob"):
+        fairseq_train.get_valid_stats(cfg, trainer, {"mlm_loss": None}, False)
+    stats = fairseq_train.get_valid_stats(cfg, trainer, {"loss": 9.1}, False)
+    assert stats == {"loss": 9.1, "num_updates": 500}

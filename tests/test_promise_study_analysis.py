@@ -317,12 +317,29 @@ def test_a_seed_lacking_a_row_is_refused_with_every_gap_listed(analysis, tmp_pat
     write_checkpoints_csv(rows, path)
     assert analysis.main(["--csv", str(path)]) == 1
     assert f"taco seed 9 at {TACO_END:,} updates: no row" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="1 seed.*needs 2"):
-        analysis.Study([r for r in _rows() if r["pretrain_seed"] == 6])
+    with pytest.raises(ValueError, match="no seed"):
+        analysis.Study([])
     with pytest.raises(ValueError,
                        match=f"objective 'tacco'.*mlm seed 6 at {B:,} updates: 2 rows"):
         analysis.Study(_rows() + [{"objective": "tacco", "pretrain_seed": 6, "updates": 0},
                                   {"objective": "mlm", "pretrain_seed": 6, "updates": B}])
+
+
+def test_one_seed_is_described_and_nothing_is_tested(analysis):
+    """PLAN.md, "How it is run": the report of the seeds finished so far says how many of the
+    declared it analyses; with one seed no paired test exists, so Gate B, Q1 and Q2 are not
+    tested, while Gate A and the values are described."""
+    rows = [r for r in _rows() if r["pretrain_seed"] == 6]
+    report = analysis.report(analysis.Study(rows))
+    assert "n = 1 of the 13 declared, 6–18): **interim**" in report
+    assert "Not tested: a paired test needs 2 seeds, 1 analysed." in report
+    assert "supported" not in report and "refuted" not in report
+    assert "| 6 |" in report.split("## Gate A")[1].split("## Gate B")[0]
+    study = analysis.Study(rows)
+    d1 = (study.value(analysis.POS, "taco", TACO_END, 6) - study.value(analysis.POS, "mlm", N, 6))
+    assert f"| {d1:+.2f} |" in report.split("## Per seed")[1]
+    every = analysis.report(analysis.Study(_rows()))
+    assert "**interim**" in every  # the made-up rows have fewer than the 13 declared seeds
 
 
 def test_power_is_the_product_of_the_noncentral_t_powers(analysis, capsys):

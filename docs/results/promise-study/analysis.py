@@ -100,6 +100,10 @@ NEEDED = {(MLM, B): (SHARE, UNIFORM, VALID, POS, LOSS), (MLM, GATE_B_EARLY): (PO
 #: Units and decimals of the report.
 FORMATS = {POS: ("points", 2), LOSS: ("bits", 3), VALID: ("bits", 3)}
 
+#: The declared pre-training seeds (PLAN.md, set-up and §4): fewer analysed makes the report
+#: interim (PLAN.md, "How it is run": no verdict is called final).
+DECLARED_SEEDS = tuple(range(6, 19))
+
 CSV = Path(__file__).with_name("checkpoints.csv")
 
 
@@ -112,9 +116,10 @@ class Study:
 
     Raises (constructor):
         ValueError: one message listing every problem: an objective other than mlm, taco,
-            taco-branch; a checkpoint with two rows; fewer than 2 seeds (no paired test); a
-            seed without a row or a value of :data:`NEEDED` (PLAN.md §1-§4: every seed with
-            rows is analysed, none is dropped).
+            taco-branch; a checkpoint with two rows; no seed; a seed without a row or a
+            value of :data:`NEEDED` (PLAN.md §1-§4: every seed with rows is analysed, none is
+            dropped). With one seed the report describes it and tests nothing
+            (:func:`report`).
     """
 
     def __init__(self, rows: Sequence[Mapping]):
@@ -127,8 +132,8 @@ class Study:
         ids = [(r["objective"], r["pretrain_seed"], r["updates"]) for r in rows]
         problems += [f"{o} seed {s} at {u:,} updates: {ids.count((o, s, u))} rows"
                      for o, s, u in sorted(set(i for i in ids if ids.count(i) > 1))]
-        if len(self.seeds) < 2:
-            problems.append(f"{len(self.seeds)} seed(s) {self.seeds}: a paired test needs 2")
+        if not self.seeds:
+            problems.append("no seed")
         for seed in self.seeds:
             for (objective, updates), keys in NEEDED.items():
                 where = f"{objective} seed {seed} at {updates:,} updates"
@@ -580,9 +585,17 @@ def report(study: Study) -> str:
     each is reported apart), then Q1 and Q2 only if both pass (otherwise the line that no
     claim is made: PLAN.md §1, §2), then the described speed-up and curves (§4)."""
     exits, a_passed = gate_a(study)
+    n, declared = len(study.seeds), len(DECLARED_SEEDS)
+    lines = [f"Seeds analysed: {', '.join(map(str, study.seeds))} (n = {n} of the {declared} "
+             f"declared, {DECLARED_SEEDS[0]}–{DECLARED_SEEDS[-1]})"
+             + ("." if n >= declared else ": **interim**, no verdict below is final (PLAN.md, "
+                "\"How it is run\")."), "", *_gate_a_section(exits, a_passed)]
+    if n < 2:
+        lines += ["## Gate B, Q1 and Q2 (PLAN.md §2, §3)", "",
+                  f"Not tested: a paired test needs 2 seeds, {n} analysed.", ""]
+        return "\n".join(lines + _per_seed_section(study) + _speedup_section(study)) + "\n"
     b_test, b_passed = gate_b(study)
-    lines = [f"Seeds analysed: {', '.join(map(str, study.seeds))} (n = {len(study.seeds)}).",
-             "", *_gate_a_section(exits, a_passed), *_gate_b_section(b_test, b_passed)]
+    lines += _gate_b_section(b_test, b_passed)
     if a_passed and b_passed:
         lines += _questions_section(questions(study))
     else:
@@ -591,7 +604,23 @@ def report(study: Study) -> str:
         lines += ["## Q1 and Q2 (PLAN.md §3)", "",
                   f"{failed} failed: **no claim is made** on Q1 or Q2; they are not tested "
                   "(PLAN.md §1, §2).", ""]
-    return "\n".join(lines + _speedup_section(study)) + "\n"
+    return "\n".join(lines + _per_seed_section(study) + _speedup_section(study)) + "\n"
+
+
+def _per_seed_section(study: Study) -> List[str]:
+    """Q1's and Q2's values per seed (described): each measure at MLM(N), TACO(TACO_END) and
+    the branch's BRANCH_END, and the differences D₁ and D₂, markdown lines."""
+    lines = ["## Per seed (PLAN.md §3's values; described)", "",
+             f"| seed | measure | MLM({N:,}) | TACO({TACO_END:,}) | D₁ | branch({BRANCH_END:,}) "
+             "| D₂ |", "|---|---|---|---|---|---|---|"]
+    for seed in study.seeds:
+        for key in (POS, LOSS):
+            mlm, taco, branch = (study.value(key, o, u, seed)
+                                 for o, u in ((MLM, N), (TACO, TACO_END), (BRANCH, BRANCH_END)))
+            lines.append(f"| {seed} | {key} | {_number(key, mlm)} | {_number(key, taco)} | "
+                         f"{_number(key, taco - mlm, True)} | {_number(key, branch)} | "
+                         f"{_number(key, branch - mlm, True)} |")
+    return lines + [""]
 
 
 def power_report(sd_pos: float, sd_loss: float, true_pos: float = 0.0,

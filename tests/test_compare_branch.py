@@ -102,6 +102,36 @@ def test_a_branch_waits_for_its_start_while_the_baseline_trains(tmp_path, monkey
     pretrain(branch, settings, tmp_path, source_running=baseline_running)
     assert trained == [branch] and len(looks) == 2
 
+    # the baseline saves B and ends between the branch's two looks: no false error
+    other = PretrainRun("taco-branch", 2)
+    saved = tmp_path / "pretrain" / "mlm-seed2" / "checkpoints" / "checkpoint_1_20.pt"
+
+    def baseline_just_ended():
+        saved.parent.mkdir(parents=True)
+        saved.write_bytes(b"")
+        return False
+
+    pretrain(other, settings, tmp_path, source_running=baseline_just_ended)
+    assert trained == [branch, other]
+
+
+def test_the_last_checkpoint_of_a_branch_is_finetuned_on_the_final_tasks(tmp_path, monkeypatch):
+    """Phase 4 fine-tunes each run's last checkpoint on --final-tasks, a branch's too."""
+    from taco_fairseq.comparison import study
+    from taco_fairseq.comparison.study import StudyCheckpoint, StudyOptions
+    from taco_fairseq.glue.recipes import Hyperparameters
+
+    options = StudyOptions(out=tmp_path, objectives=["mlm", "taco"], pretrain_seeds=[1],
+                           settings=_settings(), glue_data=tmp_path, tasks=[],
+                           final_tasks=["RTE"], seeds=[1], points=[])
+    found = [StudyCheckpoint(run, u, tmp_path / f"{run.name}@{u}.pt") for run in options.runs
+             for u in options.settings.checkpoint_updates_of(run.objective)]
+    queued = []
+    monkeypatch.setattr(study, "run_all", lambda runs, *args: queued.extend(runs) or [])
+    study.finetune_all(options, found, {"RTE": Hyperparameters(32, 1e-5, 1)})
+    assert sorted(r.checkpoint.name for r in queued) == [
+        "mlm-seed1@40", "taco-branch-seed1@30", "taco-seed1@20"]
+
 
 def test_the_study_runs_a_branch_of_every_objective_but_the_baseline(tmp_path, monkeypatch):
     from taco_fairseq.comparison import study
@@ -186,16 +216,23 @@ def test_taco_continues_an_mlm_run_with_its_optimizer_schedule_and_data(tiny_dat
     continued = run_fairseq("fairseq-train", *train_args(
         tiny_databin, mlm_dir, *mlm, "--max-update", "20", "--log-interval", "1"))
 
+    def records(output):
+        return [json.loads(line.split("| train_inner | ", 1)[1])
+                for line in output.splitlines() if "| train_inner |" in line]
+
     def lr_by_update(output):
-        found = {}
-        for line in output.splitlines():
-            if "| train_inner |" in line:
-                record = json.loads(line.split("| train_inner | ", 1)[1])
-                found[int(record["num_updates"])] = record["lr"]
-        return found
+        return {int(r["num_updates"]): r["lr"] for r in records(output)}
+
+    def logged(output, update, key):
+        (value,) = [r[key] for r in records(output) if int(r["num_updates"]) == update]
+        return value
 
     assert set(lr_by_update(branch.stdout)) == set(range(11, 21))
     assert lr_by_update(branch.stdout) == lr_by_update(continued.stdout)
+    # the data position: update 11, computed from the checkpoint's weights before any TACO
+    # step, sees the same batch, masks and dropout as MLM's own update 11
+    assert (logged(branch.stdout, 11, "mlm_loss") == logged(continued.stdout, 11, "mlm_loss")
+            != logged(continued.stdout, 12, "mlm_loss"))
     saved = torch.load(branch_dir / "checkpoint_last.pt", weights_only=False)
     adam_steps = {int(s["step"]) for s in saved["last_optimizer_state"]["state"].values()}
     assert adam_steps == {20}  # 10 of MLM's, 10 of TACO's: the moments were kept
@@ -240,7 +277,13 @@ def test_the_branch_options_are_read_and_recorded(tmp_path):
     (["--objectives", "mlm", "taco", "--branch-update", "25"],
      "--branch-update 25 is not among --checkpoint-updates"),
     (["--objectives", "mlm", "taco", "--objective-max-update", "taco-branch=30"],
-     "taco-branch is not among --objectives"),
+     "taco-branch is not among the runs' objectives mlm taco \\(a branch: add --branch-update"),
+    (["--objectives", "mlm", "taco_untied", "--branch-update", "20"],
+     "objective taco_untied builds another model than the baseline mlm"),
+    (["--objectives", "mlm", "taco_frozen_embeddings", "--branch-update", "20"],
+     "objective taco_frozen_embeddings builds another model"),
+    (["--objectives", "mlm", "taco", "--branch-update", "20", "--",
+      "--tc-allow-changed-objective"], "--tc-allow-changed-objective after -- would override"),
 ])
 def test_branch_options_that_cannot_run_are_named_before_anything_runs(tmp_path, capsys, extra,
                                                                        message):
@@ -250,3 +293,20 @@ def test_branch_options_that_cannot_run_are_named_before_anything_runs(tmp_path,
         compare.parse_options(_branch_argv(tmp_path, *extra))
     last = capsys.readouterr().err.strip().splitlines()[-1]  # after argparse's usage
     assert re.search(f"error: .*{message}", last), last
+
+
+def test_ctrl_c_ends_taco_compare_in_one_line(tmp_path, monkeypatch, capsys):
+    from taco_fairseq.cli import compare
+    from taco_fairseq.comparison import run
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "run_study", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        compare.main(_branch_argv(tmp_path, "--objectives", "mlm", "taco"))
+    assert stop.value.code == 130
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines()[-1].startswith("taco-compare: interrupted; run the same command "
+                                           "again to continue the study in")
+    assert "Traceback" not in err

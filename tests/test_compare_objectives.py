@@ -1372,7 +1372,7 @@ def test_an_objective_stopped_early_runs_on_the_shared_schedule(tmp_path):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--objective-max-update", "bert=5"], "bert is not among --objectives mlm taco"),
+    (["--objective-max-update", "bert=5"], "bert is not among the runs' objectives mlm taco"),
     (["--objective-max-update", "taco"], "expected OBJECTIVE=N with N >= 1, got 'taco'"),
     (["--conllu-train", "x.conllu"], "--conllu-train and --conllu-test go together"),
     (["--primary-endpoint", "pos-ambiguous", "--probe-tasks", "RTE"],

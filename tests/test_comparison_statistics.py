@@ -674,3 +674,11 @@ def test_a_study_of_one_objective_says_its_primary_endpoint_is_not_tested():
     assert "Not tested: this study has one objective (taco), nothing to compare it with here" \
         in head
     assert "| updates |" not in head
+
+
+def test_the_probes_window_is_a_setting_not_a_measure():
+    from taco_fairseq.comparison.statistics import MeasureTable
+
+    rows = [{"objective": o, "pretrain_seed": 1, "updates": 10, "pos_accuracy": 80.0,
+             "pos_window": 32} for o in ("mlm", "taco")]
+    assert MeasureTable(rows).keys == ["pos_accuracy"]

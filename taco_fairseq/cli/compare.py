@@ -98,11 +98,12 @@ def build_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     group.add_argument("--branch-update", type=positive(int), metavar="B",
                        help="also continue each seed's baseline run (the first of --objectives) "
                        "from its checkpoint at B updates (one of --checkpoint-updates) with every "
-                       "other objective, keeping the baseline's optimizer state, learning-rate "
-                       "schedule and data position: runs OBJECTIVE-branch (rows of that "
-                       "objective), with the checkpoints after B; stop them with "
-                       "--objective-max-update OBJECTIVE-branch=N. E.g. does TACO still help "
-                       "once masked LM has left its plateau? (default: no branch)")
+                       "other objective (of the taco_masked_lm task and the baseline's model), "
+                       "keeping the baseline's optimizer state, learning-rate schedule and data "
+                       "position: runs named OBJECTIVE-branch, whose rows carry that name, with "
+                       "the checkpoints after B, to --max-update or --objective-max-update "
+                       "OBJECTIVE-branch=N. E.g. does TACO still help once masked LM has left "
+                       "its plateau? (default: no branch)")
     group.add_argument("--tokens-per-sample", type=positive(int), default=128, help="default: 128")
     group.add_argument("--batch-size", type=positive(int), default=32,
                        help="sequences per update and worker (default: 32)")
@@ -456,12 +457,14 @@ def branch_arms(objectives: Sequence[str], branch_update: Optional[int]) -> List
 
 def check_branches(objectives: Sequence[str]) -> None:
     """``--branch-update`` needs objectives to branch (a baseline and at least one more), each
-    of the plugin's ``taco_masked_lm`` task, which takes ``--tc-allow-changed-objective``.
+    of the plugin's ``taco_masked_lm`` task, which takes ``--tc-allow-changed-objective``, and
+    building the baseline's model (the same ``model`` settings of its recipe): the branch
+    continues the baseline's optimizer state, which holds one state per trainable parameter.
 
     Raises:
         ValueError: naming the objective or what to give.
     """
-    from taco_fairseq.comparison.objectives import objective_args
+    from taco_fairseq.comparison.objectives import model_settings, objective_args
 
     if len(objectives) < 2:
         raise ValueError(f"--branch-update with one objective ({objectives[0]}): give the "
@@ -474,6 +477,14 @@ def check_branches(objectives: Sequence[str]) -> None:
                              "taco_masked_lm task, which alone can continue another "
                              "objective's run (--tc-allow-changed-objective); leave it out of "
                              "--objectives or run it without --branch-update")
+        model, baseline_model = model_settings(objective), model_settings(objectives[0])
+        if model != baseline_model:
+            raise ValueError(
+                f"--branch-update: objective {objective} builds another model than the "
+                f"baseline {objectives[0]} (model settings {model or 'none'} against "
+                f"{baseline_model or 'none'}), so it cannot continue the baseline's optimizer "
+                "state; branch only objectives of the baseline's model, e.g. --objectives mlm "
+                "taco")
 
 
 def objective_max_updates(specs: Sequence[str], objectives: Sequence[str]
@@ -492,8 +503,13 @@ def objective_max_updates(specs: Sequence[str], objectives: Sequence[str]
             raise ValueError(f"--objective-max-update: expected OBJECTIVE=N with N >= 1, got "
                              f"{spec!r}")
         if objective not in objectives:
-            raise ValueError(f"--objective-max-update {spec}: {objective} is not among "
-                             f"--objectives {' '.join(objectives)}")
+            from taco_fairseq.comparison.pretraining import BRANCH_SUFFIX
+
+            branched = objective.endswith(BRANCH_SUFFIX) and objective[
+                : -len(BRANCH_SUFFIX)] in objectives
+            hint = " (a branch: add --branch-update B)" if branched else ""
+            raise ValueError(f"--objective-max-update {spec}: {objective} is not among the "
+                             f"runs' objectives {' '.join(objectives)}{hint}")
         if objective in stops:
             raise ValueError(f"--objective-max-update gives {objective} twice")
         stops[objective] = int(value)
@@ -602,7 +618,7 @@ def main(argv=None) -> None:
     (:mod:`taco_fairseq.comparison.run`). Exits with a one-line error (SystemExit) on options
     that do not fit, a --out without a study for --report-only, a call that does not continue
     the recorded study or reports it with other options (:mod:`taco_fairseq.comparison.record`),
-    runs that fail, or nothing to report yet."""
+    runs that fail, or nothing to report yet; with status 130 and one line on Ctrl-C."""
     argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
     command = "taco-compare " + shlex.join(argv)
     call = recorded_study_call(argv)
@@ -629,6 +645,11 @@ def main(argv=None) -> None:
         (report_study if report_only else run_study)(options, command, recorded)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
+    except KeyboardInterrupt:
+        print(f"taco-compare: interrupted; run the same command again to continue the study in "
+              f"{out} (finished runs and measures are kept, interrupted runs resume from their "
+              "checkpoint_last.pt)", file=sys.stderr)
+        sys.exit(130)
 
 
 def recorded_options(call: argparse.Namespace, recorded: Optional[StudyRecord]) -> StudyOptions:

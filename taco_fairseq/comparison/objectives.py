@@ -74,6 +74,19 @@ def objective_args(name: str, recipes_dir: Path = RECIPES_DIR) -> List[str]:
     return args
 
 
+def model_settings(name: str, recipes_dir: Path = RECIPES_DIR) -> Dict[str, object]:
+    """The ``model`` section of objective ``name``'s recipe (empty: the shared model), what
+    decides which parameters the model has and which of them train (e.g.
+    ``untie_weights_roberta``, ``freeze_token_embeddings``).
+
+    Raises:
+        ValueError: ``name`` has no recipe (as :func:`objective_args`).
+    """
+    objective_args(name, recipes_dir)  # the check and its message
+    recipe = OmegaConf.to_container(OmegaConf.load(Path(recipes_dir) / f"{name}_small.yaml"))
+    return dict(recipe.get("model") or {})
+
+
 def shared_args(recipe: str = "bert_small", recipes_dir: Path = RECIPES_DIR) -> List[str]:
     """The ``fairseq-train`` options of :data:`SHARED_SETTINGS` in the shared ``recipe``
     (optimizer, its betas/eps/weight decay, scheduler, gradient clipping, dropout, sample

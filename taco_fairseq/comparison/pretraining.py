@@ -62,6 +62,7 @@ STUDY_OPTIONS = {
     "--save-interval-updates": "--checkpoint-updates",
     "--keep-interval-updates": "--checkpoint-updates",
     "--continue-once": "--branch-update", "--restore-file": "--branch-update",
+    "--tc-allow-changed-objective": "--branch-update",
 }
 
 
@@ -320,7 +321,10 @@ def _wait_for_branch_start(run: PretrainRun, settings: PretrainSettings, pretrai
         path = branch_checkpoint(run, settings, pretrain_dir)
         if path.is_file():
             return
-        if source_running is None or not source_running():
+        running = source_running is not None and source_running()
+        if not running and branch_checkpoint(run, settings, pretrain_dir).is_file():
+            return  # saved just before the baseline's run ended
+        if not running:
             source, start = settings.branch_source(run)
             raise RuntimeError(f"{run.name} starts from {source.name}'s checkpoint at {start} "
                                f"updates, which does not exist ({path}); pre-train "

@@ -76,6 +76,9 @@ ENDPOINT_MEASURES = {"probe-average": PROBE_AVERAGE, "pos-ambiguous": POS_AMBIGU
 #: The keys of a per-checkpoint measure row that say which checkpoint it is; every other key
 #: with a number is a measure.
 MEASURE_IDS = ("objective", "pretrain_seed", "updates")
+#: Keys of a row that record how a measure was made, not measures (the part-of-speech probe's
+#: window, :func:`.study.pos_window`).
+MEASURE_SETTINGS = ("pos_window",)
 
 #: Measures whose better direction is known: +1 higher is better, −1 lower is better (others,
 #: e.g. the cosines behind the contextual score or an attention share, only "higher"/"lower").
@@ -324,11 +327,13 @@ class ScoreTable:
 class MeasureTable:
     """Per-checkpoint measures (rows of ``OUT/measures``: :data:`MEASURE_IDS` and numbers), as
     ``{pretrain seed: value}`` per measure, objective and update count; not-finite values are
-    left out. ``keys``: the measures, in the order they first appear."""
+    left out. ``keys``: the measures, in the order they first appear (not
+    :data:`MEASURE_SETTINGS`)."""
 
     def __init__(self, rows: Sequence[Mapping]):
         self.keys = list(dict.fromkeys(
-            k for r in rows for k, v in r.items() if k not in MEASURE_IDS and is_finite_number(v)))
+            k for r in rows for k, v in r.items()
+            if k not in (*MEASURE_IDS, *MEASURE_SETTINGS) and is_finite_number(v)))
         self.objectives = list(dict.fromkeys(r["objective"] for r in rows))
         self.updates = sorted({r["updates"] for r in rows})
         self._values: Dict[Tuple[str, str, int], Dict[int, float]] = {}

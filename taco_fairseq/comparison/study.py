@@ -653,7 +653,7 @@ def finetune_all(options: StudyOptions, found: Sequence[StudyCheckpoint],
     order = {u: i for i, u in enumerate([updates[-1], *updates[:-1][:1],
                                          *reversed(updates[1:-1])])}
     runs = []
-    last = {o: options.last_updates_of(o) for o in options.objectives}
+    last = {o: options.last_updates_of(o) for o in options.arms}
     order.update({u: -1 for u in last.values() if u != options.last_updates})
     for u in sorted(order, key=order.get):
         at = [c for c in found if c.updates == u]

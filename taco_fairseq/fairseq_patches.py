@@ -13,6 +13,8 @@
 * Checkpoint files (``checkpoint_utils.torch_persistent_save``, and ``PathManager.copy``,
   with which fairseq copies the first to ``checkpoint_last.pt`` …) are written whole or not
   at all, a full disk ending the run in one line (:func:`taco_fairseq.save_dir.written_whole`).
+* (the two patches of ``fairseq_cli.train`` below reach ``__main__`` too when fairseq-train
+  runs as ``python -m fairseq_cli.train``, as taco-compare runs it)
 * ``fairseq_cli.train.main``'s ``add_defaults`` makes the relative paths of a
   ``fairseq-hydra-train`` run absolute where it was started
   (:func:`taco_fairseq.hydra_paths.resolve`).
@@ -52,6 +54,7 @@ import logging
 import os
 import queue
 import shutil
+import sys
 import threading
 import time
 import types
@@ -254,13 +257,26 @@ def apply() -> None:
     _wrap_once(checkpoint_utils, "load_checkpoint", load_checkpoint)
     _wrap_once(Trainer, "__init__", trainer_init)
     _wrap_once(Trainer, "load_checkpoint", trainer_load_checkpoint)
-    _wrap_once(fairseq_train, "get_valid_stats", get_valid_stats)
+    for train_module in _fairseq_train_modules(fairseq_train):
+        _wrap_once(train_module, "get_valid_stats", get_valid_stats)
+        _wrap_once(train_module, "add_defaults", add_defaults)
     _wrap_once(checkpoint_utils, "verify_checkpoint_directory", verify_checkpoint_directory)
     _wrap_once(checkpoint_utils, "torch_persistent_save", torch_persistent_save)
     _wrap_once(PathManager, "copy", copy)
-    _wrap_once(fairseq_train, "add_defaults", add_defaults)
     MaskedLMTask.state_dict = masked_lm_state_dict
     _replace_task_config(MaskedLMTask, "masked_lm", MaskedLMResumeConfig)
+
+
+def _fairseq_train_modules(fairseq_train) -> list:
+    """The modules whose ``get_valid_stats`` and ``add_defaults`` a run calls: the imported
+    ``fairseq_cli.train`` (``fairseq-train``, ``fairseq-hydra-train``), and also ``__main__``
+    under ``python -m fairseq_cli.train`` (as taco-compare trains), which runs the file as a
+    module of its own whose functions the imported one's patches would not reach."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if main is not fairseq_train and getattr(spec, "name", None) == fairseq_train.__name__:
+        return [fairseq_train, main]
+    return [fairseq_train]
 
 
 def _replace_task_config(task, name: str, config) -> None:

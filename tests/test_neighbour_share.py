@@ -128,3 +128,24 @@ def test_fairseq_train_logs_the_share_and_a_resume_keeps_the_exit(tiny_databin, 
     run_fairseq("fairseq-train", *args, "--max-update", "30")
     state = torch.load(save_dir / "checkpoint_last.pt", weights_only=True)["task_state"]
     assert state[STATE_KEY]["update"] == 30 and state[STATE_KEY]["left_at"] == 7
+
+
+@pytest.mark.slow
+def test_python_m_fairseq_cli_train_gets_the_validation_patches(tiny_databin, tmp_path):
+    """Under ``python -m fairseq_cli.train`` (how taco-compare trains) the file runs as
+    ``__main__``, a module apart from the imported ``fairseq_cli.train``: the plugin patches
+    its ``get_valid_stats`` too, so the plateau's exit is followed there as well (the
+    validation's neighbour share is kept in the checkpoint's task state)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    save_dir = tmp_path / "run"
+    args = train_args(tiny_databin, save_dir, "--task", "masked_lm", "--criterion", "mlm",
+                      "--max-update", "10")
+    done = subprocess.run([sys.executable, "-m", "fairseq_cli.train", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = torch.load(save_dir / "checkpoint_last.pt", weights_only=False)["task_state"]
+    assert state[STATE_KEY]["update"] == 10

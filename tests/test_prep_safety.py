@@ -157,8 +157,11 @@ def test_ctrl_c_says_one_line_and_keeps_the_old_databin(old_databin, wikipedia_a
                "--valid-fraction", "0.05", "--max-lines", "20000", "--vocab-size", "4000",
                "--workers", "1", "--force", "--destdir", old_databin]
     env = dict(os.environ, PYTHONPATH=str(REPO))
+    # as from a terminal: a test run started in the background (`... &`) has SIGINT ignored,
+    # which its children inherit and Python then leaves ignored (no KeyboardInterrupt)
     process = subprocess.Popen(list(map(str, command)), stderr=subprocess.PIPE, text=True,
-                               cwd=REPO, env=env, start_new_session=True)
+                               cwd=REPO, env=env, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     stderr = []
     for line in process.stderr:
         stderr.append(line)

@@ -248,7 +248,7 @@ def study_options(args: argparse.Namespace, fairseq_args: Sequence[str]) -> Stud
     Raises:
         ValueError: an option does not fit (naming it and what to give).
     """
-    from taco_fairseq.comparison.pretraining import PretrainSettings
+    from taco_fairseq.comparison.pretraining import PretrainSettings, arms
     from taco_fairseq.comparison.study import StudyOptions
     from taco_fairseq.glue.runner import check_fairseq_args, check_given_once
 
@@ -298,8 +298,8 @@ def study_options(args: argparse.Namespace, fairseq_args: Sequence[str]) -> Stud
     settings = PretrainSettings(
         data=args.data, arch=args.arch, max_update=args.max_update,
         checkpoint_updates=tuple(sorted(set(args.checkpoint_updates))),
-        objective_max_update=objective_max_updates(args.objective_max_update,
-                                                   branch_arms(args.objectives, args.branch_update)),
+        objective_max_update=objective_max_updates(
+            args.objective_max_update, arms(args.objectives, args.branch_update is not None)),
         branch=None if args.branch_update is None else (args.objectives[0], args.branch_update),
         tokens_per_sample=args.tokens_per_sample, batch_size=args.batch_size,
         update_freq=args.update_freq, lr=args.lr,
@@ -443,16 +443,6 @@ def recorded_study_call(argv: Sequence[str]) -> Optional[argparse.Namespace]:
     call.given = {dest: value for dest, value in given.items() if dest not in vars(call)}
     call.fairseq_args = list(fairseq_args)
     return call
-
-
-def branch_arms(objectives: Sequence[str], branch_update: Optional[int]) -> List[str]:
-    """The objectives of the rows: ``objectives``, and with ``--branch-update`` the branch
-    of each but the first (``OBJECTIVE-branch``; :attr:`taco_fairseq.comparison.study.
-    StudyOptions.arms`)."""
-    from taco_fairseq.comparison.pretraining import BRANCH_SUFFIX
-
-    return [*objectives, *([o + BRANCH_SUFFIX for o in objectives[1:]]
-                           if branch_update is not None else [])]
 
 
 def check_branches(objectives: Sequence[str]) -> None:

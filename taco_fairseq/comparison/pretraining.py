@@ -218,6 +218,13 @@ class PretrainSettings:
         return PretrainRun(baseline, run.seed), start
 
 
+def arms(objectives: Sequence[str], branched: bool) -> List[str]:
+    """The objectives of a comparison's rows: ``objectives`` (the first is the baseline),
+    then, when ``branched`` (``--branch-update``), the branch of each other one
+    (``<objective>-branch``, module doc)."""
+    return [*objectives, *([o + BRANCH_SUFFIX for o in objectives[1:]] if branched else [])]
+
+
 def pretrain_args(run: PretrainRun, settings: PretrainSettings, run_dir: Path) -> List[str]:
     """The ``fairseq-train`` arguments of ``run``: the shared recipe's optimizer and schedule,
     the objective's recipe, the comparison's scale, then ``settings.extra``.
@@ -318,12 +325,11 @@ def _wait_for_branch_start(run: PretrainRun, settings: PretrainSettings, pretrai
         RuntimeError: it does not exist and the baseline's run does not go on.
     """
     while True:
+        # asked before the file is looked for: a checkpoint saved as the baseline ends is seen
+        running = source_running is not None and source_running()
         path = branch_checkpoint(run, settings, pretrain_dir)
         if path.is_file():
             return
-        running = source_running is not None and source_running()
-        if not running and branch_checkpoint(run, settings, pretrain_dir).is_file():
-            return  # saved just before the baseline's run ended
         if not running:
             source, start = settings.branch_source(run)
             raise RuntimeError(f"{run.name} starts from {source.name}'s checkpoint at {start} "

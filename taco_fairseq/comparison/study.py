@@ -2,7 +2,8 @@
 
 1. pre-training of every objective × pre-training seed (:mod:`.pretraining`);
 2. per checkpoint, the initialization (update 0) included: the validation masked-LM loss
-   and the first layer's neighbour share (from the run's log), the contextual score and neighbour attention on held-out text
+   and the first layer's neighbour share (from the run's log), the contextual score and
+   neighbour attention on held-out text
    (:mod:`taco_fairseq.analysis.contextual_score`, :mod:`taco_fairseq.glue.probes`) and
    the frozen-encoder GLUE probes (:mod:`taco_fairseq.glue.probes`);
 3. with several fine-tuning grid points, a search at the last checkpoint of the first
@@ -40,9 +41,9 @@ from ..glue.runner import FinetuneRun, RunnerOptions, run_all
 from ..glue.tasks import get_task
 from ..logs import configure_logging
 from .pretraining import (
-    BRANCH_SUFFIX,
     PretrainRun,
     PretrainSettings,
+    arms,
     checkpoints,
     pretrain,
     save_initialization,
@@ -125,9 +126,7 @@ class StudyOptions:
     def arms(self) -> List[str]:
         """The objectives of the rows: ``objectives``, then with ``--branch-update`` the
         branch of each but the baseline (``<objective>-branch``, :mod:`.pretraining`)."""
-        branches = ([o + BRANCH_SUFFIX for o in self.objectives[1:]]
-                    if self.settings.branch is not None else [])
-        return [*self.objectives, *branches]
+        return arms(self.objectives, self.settings.branch is not None)
 
     @property
     def runs(self) -> List[PretrainRun]:

@@ -153,6 +153,30 @@ def test_the_study_runs_a_branch_of_every_objective_but_the_baseline(tmp_path, m
     assert not any("branch" in name for name in saved)
 
 
+def test_the_report_lists_the_arms_in_their_declared_order_however_the_rows_come(tmp_path):
+    """A run hands the report its rows as they were measured, --report-only as they are read
+    back (by file name: taco-branch before taco); both give one report, the branch last."""
+    from taco_fairseq.comparison.run import write_report
+    from taco_fairseq.comparison.study import StudyOptions
+
+    options = StudyOptions(out=tmp_path, objectives=["mlm", "taco"], pretrain_seeds=[1, 2, 3],
+                           settings=_settings(), glue_data=tmp_path, tasks=[], seeds=[],
+                           points=[], primary_endpoint="pos-ambiguous")
+    rows = [{"objective": o, "pretrain_seed": s, "updates": u,
+             "pos_accuracy_ambiguous": 70.0 + s * s + u / 10 + len(o)}
+            for o in options.arms for s in options.pretrain_seeds
+            for u in options.settings.checkpoint_updates_of(o)]
+    reports = []
+    by_file_name = sorted(rows, key=lambda r: f"{r['objective']}-seed{r['pretrain_seed']}")
+    assert by_file_name[0]["objective"] == "mlm" and by_file_name[-1]["objective"] == "taco"
+    for order in (rows, by_file_name):
+        write_report(options, ["Command: `taco-compare`"], order, [], {})
+        reports.append((tmp_path / "report.md").read_text())
+    assert reports[0] == reports[1]
+    primary = reports[0].split("## Wall time")[0]
+    assert primary.index("taco@20 − mlm@40") < primary.index("taco-branch@30 − mlm@40")
+
+
 def test_the_neighbour_share_of_each_validation_is_read_from_the_log(tmp_path):
     records = [
         {"epoch": 1, "valid_loss": "9.1", "valid_neighbour_share": "0.06",

@@ -175,13 +175,14 @@ def build_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--primary-endpoint", default="glue-average",
                         choices=tool_constant("taco_fairseq.comparison.statistics",
                                               "PRIMARY_ENDPOINTS"),
-                        help="the one comparison the report tests without correction, declared "
-                        "before the runs: glue-average (the fine-tuned GLUE average at the last "
+                        help="the comparison the report tests first, declared before the runs: glue-average (the fine-tuned GLUE average at the last "
                         "checkpoint over --tasks, or over --final-tasks without --tasks: the "
                         "paper's claim), probe-average (the average of the frozen-encoder "
                         "linear probes) or pos-ambiguous (the part-of-speech probe's accuracy "
-                        "on ambiguous words), each at each objective's last checkpoint; every "
-                        "other verdict is exploratory (default: %(default)s)")
+                        "on ambiguous words), each objective at its last checkpoint against "
+                        "the baseline at its own (one test per objective, a branch of "
+                        "--branch-update included; with several, Holm-corrected among them); "
+                        "every other verdict is exploratory (default: %(default)s)")
     add_call_options(parser.add_argument_group(
         "this call (--report-only --out OUT alone reports the study recorded there)"))
     return parser

@@ -10,7 +10,7 @@ that ran the phases (:mod:`.record`) and the machine.
 import os
 import platform
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ..glue.summary import collect_results
 from .figures import plot_figures
@@ -169,6 +169,7 @@ def write_report(options: StudyOptions, command: List[str], measures: Sequence[d
             options.reference, options.pretrain_seeds, options.settings.checkpoint_updates)
     except (OSError, ValueError) as e:
         raise ValueError(f"--reference {options.reference}: {e}") from None
+    measures, scores = in_arm_order(options.arms, measures, scores)
     write_summary_csv(scores, out / "summary.csv")
     write_checkpoints_csv(measures, out / "checkpoints.csv")
     table = ScoreTable(scores) if scores else None
@@ -192,6 +193,21 @@ def write_report(options: StudyOptions, command: List[str], measures: Sequence[d
     print(report)
     print(f"wrote {out / 'summary.csv'}, {out / 'checkpoints.csv'}, {out / 'report.md'} and the "
           "figures", flush=True)
+
+
+def in_arm_order(arms: Sequence[str], measures: Sequence[dict],
+                 scores: Sequence[Score]) -> Tuple[List[dict], List[Score]]:
+    """``measures`` and ``scores`` sorted by the study's ``arms`` (its objectives in the
+    declared order, then their branches: :attr:`.study.StudyOptions.arms`), pre-training seed
+    and updates, so that the report lists its objectives in the same order whether the rows
+    come as they were measured (a run) or as they were read back (``--report-only``, a rerun).
+    An objective that is not an arm (none, from taco-compare) goes last, by name."""
+    rank = {o: i for i, o in enumerate(arms)}
+    arm = lambda objective: (rank.get(objective, len(rank)), objective)
+    return (sorted(measures, key=lambda r: (arm(r["objective"]), r["pretrain_seed"],
+                                            r["updates"])),
+            sorted(scores, key=lambda s: (arm(s.objective), s.pretrain_seed, s.updates,
+                                          s.task, s.seed)))
 
 
 def machine() -> str:

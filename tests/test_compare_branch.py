@@ -153,6 +153,22 @@ def test_the_study_runs_a_branch_of_every_objective_but_the_baseline(tmp_path, m
     assert not any("branch" in name for name in saved)
 
 
+def test_a_branch_continued_from_another_update_names_the_option_the_user_gave(tmp_path):
+    """A rerun with another --branch-update changes the branch's --continue-once, which the
+    user never typed: the error names both."""
+    from taco_fairseq.comparison.pretraining import check_same_options, pretrain_args
+
+    branch = PretrainRun("taco-branch", 1)
+    run_dir = tmp_path / "pretrain" / branch.name
+    run_dir.mkdir(parents=True)
+    started = pretrain_args(branch, _settings(), run_dir)
+    (run_dir / "train.log").write_text("# fairseq-train " + " ".join(started) + "\n")
+    with pytest.raises(ValueError, match=r"--continue-once .*_20\.pt → .*_10\.pt, from "
+                       r"taco-compare's --branch-update"):
+        check_same_options(run_dir, pretrain_args(branch, _settings(branch=("mlm", 10)),
+                                                  run_dir))
+
+
 def test_the_report_lists_the_arms_in_their_declared_order_however_the_rows_come(tmp_path):
     """A run hands the report its rows as they were measured, --report-only as they are read
     back (by file name: taco-branch before taco); both give one report, the branch last."""

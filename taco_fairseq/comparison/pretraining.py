@@ -354,12 +354,21 @@ def check_same_options(run_dir: Path, args: Sequence[str]) -> None:
     if not started:
         return
     # split as the log line was written (" ".join), so that both sides tokenize alike
-    changed = changed_options(option_values(started[-1].split(" ")),
-                              option_values(" ".join(args).split(" ")), ("--user-dir",))
+    changed = [_named_in_study(c) for c in changed_options(
+        option_values(started[-1].split(" ")), option_values(" ".join(args).split(" ")),
+        ("--user-dir",))]
     if changed:
         raise ValueError(
             f"{run_dir} was pre-trained with other options ({'; '.join(changed)}): give the "
             "options it was started with, or another --out for the new ones")
+
+
+def _named_in_study(change: str) -> str:
+    """A change of :func:`changed_options` with, where taco-compare sets that fairseq-train
+    option from one of its own (:data:`STUDY_OPTIONS`), the option the user gave."""
+    option = change.split(" ", 1)[0]
+    study_option = STUDY_OPTIONS.get(option, option)
+    return change if study_option == option else f"{change}, from taco-compare's {study_option}"
 
 
 def changed_options(before: Dict[str, List[str]], now: Dict[str, List[str]],

@@ -342,6 +342,25 @@ def test_one_seed_is_described_and_nothing_is_tested(analysis):
     assert "**interim**" in every  # the made-up rows have fewer than the 13 declared seeds
 
 
+def test_the_curves_figure_draws_each_run_and_the_branch_from_mlm_at_b(analysis, tmp_path,
+                                                                       capsys):
+    """``analysis.py curves``: a run's curve stops at its arm's end, the branch's starts at
+    MLM(B), the checkpoint it continues, and the share panel is share / uniform."""
+    study = analysis.Study(_rows())
+    updates, values = analysis.curve_points(study, analysis.POS, "taco-branch", 8)
+    assert updates == [B, BRANCH_MID, BRANCH_END]
+    assert values[0] == study.value(analysis.POS, "mlm", B, 8)
+    updates, ratios = analysis.curve_points(study, (analysis.SHARE, analysis.UNIFORM), "mlm", 8)
+    assert updates[-1] == N and ratios[-1] == pytest.approx(0.75 / 0.087)
+    assert analysis.curve_points(study, analysis.POS, "taco", 8)[0][-1] == TACO_END
+    csv = tmp_path / "checkpoints.csv"
+    write_checkpoints_csv(_rows(), csv)
+    figure = tmp_path / "curves.png"
+    assert analysis.main(["--csv", str(csv), "curves", "--figure", str(figure)]) == 0
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {figure}" in capsys.readouterr().out
+
+
 def test_power_is_the_product_of_the_noncentral_t_powers(analysis, capsys):
     """(h) against scipy's noncentral t directly and a published case."""
     # G*Power, one-sample t, d = 0.5, two-sided α = 0.05 (one-sided 0.025), power 0.8: n = 34

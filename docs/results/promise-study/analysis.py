@@ -4,11 +4,13 @@ this script its executable half), computed from the study's ``checkpoints.csv``:
     .venv/bin/python docs/results/promise-study/analysis.py              # checkpoints.csv here
     .venv/bin/python docs/results/promise-study/analysis.py --csv PATH   # another file
     .venv/bin/python docs/results/promise-study/analysis.py power --sd-pos 0.56 --sd-loss 0.085
+    .venv/bin/python docs/results/promise-study/analysis.py curves       # curves.png here
 
 It prints a markdown report (to paste into docs/results.md): PLAN.md §1 Gate A (the baseline
 learns), §2 Gate B (the measure sees MLM's training), §3 Q1 (TACO from scratch) and Q2 (TACO
 branched from MLM after the plateau) with their verdicts, §4 the speed-up and the curves at
-equal updates (described, no test); ``power`` gives §5's number of pre-training seeds. The
+equal updates (described, no test); ``power`` gives §5's number of pre-training seeds;
+``curves`` draws §4's curves, every seed's and their mean (``curves.png``). The
 section numbers are those of the design PLAN.md was written from; every rule below names its
 section.
 
@@ -422,6 +424,76 @@ def equal_updates(study: Study, key: str) -> List[Tuple[int, Optional[Tuple[int,
     return rows
 
 
+# ----------------------------------------------------------------- the curves' figure --
+
+#: The figure's panels: (measure, or (share, uniform) for their ratio, y-axis label).
+CURVE_PANELS = ((POS, "POS probe, ambiguous words (points)"),
+                (LOSS, "masked-LM loss, WikiText-2 test (bits)"),
+                (VALID, "masked-LM loss, validation (bits)"),
+                ((SHARE, UNIFORM), "layer-1 neighbour share / uniform"))
+#: Each arm's colour and the update count it stops at.
+CURVE_ARMS = ((MLM, "C0", N), (TACO, "C1", TACO_END), (BRANCH, "C2", BRANCH_END))
+FIGURE = Path(__file__).with_name("curves.png")
+
+
+def curve_points(study: Study, key, arm: str, seed: int) -> Tuple[List[int], List[float]]:
+    """One run's curve as the figure draws it: (updates ascending, values) of ``key`` (a
+    measure, or (share, uniform): their ratio) up to the arm's stop, a branch's starting
+    from MLM(B), the checkpoint it continues (PLAN.md §4: described, no test)."""
+    stop = dict((a, end) for a, _, end in CURVE_ARMS)[arm]
+    if isinstance(key, tuple):
+        shares, uniform = (dict(zip(*study.curve(k, arm, seed, stop))) for k in key)
+        updates = sorted(set(shares) & set(uniform))
+        values = [shares[u] / uniform[u] for u in updates]
+    else:
+        updates, values = study.curve(key, arm, seed, stop)
+    if arm == BRANCH:
+        start_updates, start_values = curve_points(study, key, MLM, seed)
+        start = dict(zip(start_updates, start_values)).get(B)
+        if start is not None:
+            updates, values = [B, *updates], [start, *values]
+    return updates, values
+
+
+def plot_curves(study: Study, path: Path) -> Path:
+    """``path`` (a PNG): a panel per :data:`CURVE_PANELS` measure against updates, each
+    arm's run per seed as a thin line and, where every analysed seed has a value, their mean
+    as a thick one; a dotted line at B, where the branch leaves MLM, and a dashed one at Gate
+    A's ratio :data:`EXIT_RATIO`. Returns ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(CURVE_PANELS), figsize=(4.4 * len(CURVE_PANELS), 3.8))
+    for ax, (key, label) in zip(axes, CURVE_PANELS):
+        for arm, colour, _ in CURVE_ARMS:
+            runs = [dict(zip(*curve_points(study, key, arm, s))) for s in study.seeds]
+            for run in runs:
+                ax.plot(sorted(run), [run[u] for u in sorted(run)], color=colour, lw=0.8,
+                        alpha=0.35)
+            shared = sorted(set.intersection(*(set(r) for r in runs)))
+            ax.plot(shared, [np.mean([r[u] for r in runs]) for u in shared], color=colour,
+                    lw=2.2, marker="o", ms=3, label=arm)
+        ax.axvline(B, color="grey", ls=":", lw=1)
+        ax.set_xlabel("updates")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        if isinstance(key, tuple):  # Gate A's threshold (PLAN.md §1)
+            ax.axhline(EXIT_RATIO, color="grey", ls="--", lw=1)
+    axes[0].legend(fontsize=8)
+    n = len(study.seeds)
+    fig.suptitle(f"Promise study, seed{'s' * (n > 1)} {', '.join(map(str, study.seeds))} "
+                 f"(n = {n} of the "
+                 f"{len(DECLARED_SEEDS)} declared): thin lines one seed each, thick the mean; "
+                 f"dotted: B = {B:,}, where the branch continues MLM; dashed: Gate A's "
+                 f"ratio {EXIT_RATIO}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 # -------------------------------------------------------------------------- power (§5) --
 
 def measure_power(n: int, key: str, sd: float, true: float = 0.0,
@@ -653,10 +725,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help=f"SD over seeds of the paired differences of {LOSS} (bits)")
     power.add_argument("--true-pos", type=float, default=0.0, help="true mean D (points)")
     power.add_argument("--true-loss", type=float, default=0.0, help="true mean D (bits)")
+    curves = commands.add_parser("curves", help="the figure of the arms' curves (§4)")
+    curves.add_argument("--figure", type=Path, default=FIGURE,
+                        help="the PNG to write (default: curves.png beside this script)")
     args = parser.parse_args(argv)
     try:
         if args.command == "power":
             print(power_report(args.sd_pos, args.sd_loss, args.true_pos, args.true_loss))
+        elif args.command == "curves":
+            print(f"wrote {plot_curves(Study(read_checkpoints_csv(args.csv)), args.figure)}")
         else:
             print(report(Study(read_checkpoints_csv(args.csv))), end="")
     except (OSError, ValueError) as error:

@@ -3,25 +3,25 @@ this script its executable half), computed from the study's ``checkpoints.csv``:
 
     .venv/bin/python docs/results/promise-study/analysis.py              # checkpoints.csv here
     .venv/bin/python docs/results/promise-study/analysis.py --csv PATH   # another file
-    .venv/bin/python docs/results/promise-study/analysis.py power --sd-pos 0.56 --sd-loss 0.085
+    .venv/bin/python docs/results/promise-study/analysis.py power --sd-pos 1.01 --sd-loss 0.106
     .venv/bin/python docs/results/promise-study/analysis.py curves       # curves.png here
 
 It prints a markdown report (to paste into docs/results.md): PLAN.md §1 Gate A (the baseline
 learns), §2 Gate B (the measure sees MLM's training), §3 Q1 (TACO from scratch) and Q2 (TACO
-branched from MLM after the plateau) with their verdicts, §4 the speed-up and the curves at
-equal updates (described, no test); ``power`` gives §5's number of pre-training seeds;
-``curves`` draws §4's curves, every seed's and their mean (``curves.png``). The
-section numbers are those of the design PLAN.md was written from; every rule below names its
-section.
+branched from MLM after the plateau) with their verdicts, §5 the speed-up and the curves at
+equal updates (described, no test); ``power`` gives §4's number of pre-training seeds;
+``curves`` draws §5's curves, every seed's and their mean (``curves.png``). Every rule below
+names its section of PLAN.md.
 
 Input: one row per (objective, pretrain_seed, updates), ``objective`` one of ``mlm``, ``taco``,
 ``taco-branch``; the columns read are :data:`POS` (points, last layer), :data:`LOSS` and
 :data:`VALID` (bits per masked token), :data:`SHARE` and :data:`UNIFORM` (the first layer's
-neighbour share at validation and its uniform value); an empty cell is a missing measure. Every
-seed with rows is analysed and must have every value of :data:`NEEDED` (:class:`Study`).
+neighbour share at validation and its uniform value); an empty cell is a missing measure. The
+seeds that finished all three runs (every value of :data:`NEEDED`) are analysed; a seed still
+being measured is left out and listed with what it lacks (:class:`Study`).
 
 Exit status: 0 whatever the verdict (a gate that fails is a result); 1 when the CSV cannot be
-read or lacks what the analysis needs, or ``power`` gets impossible values (the message on
+read or no seed has finished, or ``power`` gets impossible values (the message on
 stderr); 2 for wrong arguments (argparse).
 
 Reused, not rewritten: the paired t-test, the t-interval and Holm's adjusted p-values of
@@ -50,7 +50,7 @@ from taco_fairseq.glue.speedup import first_reach
 # Fixed by PLAN.md: every number of the decision, here and nowhere else (B from the pilot,
 # past its every exit).
 # ------------------------------------------------------------------------------------------
-#: MLM's last update: the baseline MLM(N) of Q1, Q2 and the speed-up (PLAN.md §3, §4).
+#: MLM's last update: the baseline MLM(N) of Q1, Q2 and the speed-up (PLAN.md §3, §5).
 N = 10500
 #: TACO from scratch stops here, on MLM's schedule (about N / 3; PLAN.md §3 Q1).
 TACO_END = 3500
@@ -71,11 +71,11 @@ PLATEAU_EXIT_LOSS = 8.5
 #: Non-inferiority margins of Q1 and Q2 (PLAN.md §3): points of POS, bits of LOSS.
 POS_MARGIN = 1.0
 LOSS_MARGIN = 0.15
-#: Gate B's two-sided level; the speed-up's intervals are (1 − ALPHA) = 95% (PLAN.md §2, §4).
+#: Gate B's two-sided level; the speed-up's intervals are (1 − ALPHA) = 95% (PLAN.md §2, §5).
 ALPHA = 0.05
 #: The one-sided family-wise level of Q1 and Q2 together, Holm (PLAN.md §3).
 Q_ALPHA = ALPHA / 2
-#: The power n is chosen for (PLAN.md §5).
+#: The power n is chosen for (PLAN.md §4).
 POWER = 0.8
 # ------------------------------------------------------------------------------------------
 
@@ -91,11 +91,11 @@ MLM, TACO, BRANCH = "mlm", "taco", "taco-branch"
 QUESTIONS = {"Q1": (TACO, TACO_END), "Q2": (BRANCH, BRANCH_END)}
 #: Q's measures and their margins, both required (PLAN.md §3).
 MARGINS = {POS: POS_MARGIN, LOSS: LOSS_MARGIN}
-#: The measures of the described speed-up and curves (PLAN.md §4).
+#: The measures of the described speed-up and curves (PLAN.md §5).
 SPEEDUP_MEASURES = (POS, LOSS, VALID)
 #: What every analysed seed must have: (objective, updates) → measures. MLM(B) is Gate A's
-#: and the branch's starting point (§1, §4), MLM(GATE_B_EARLY) Gate B's (§2), MLM(N) and the
-#: candidates' ends the questions' (§3, §4).
+#: and the branch's starting point (§1, §5), MLM(GATE_B_EARLY) Gate B's (§2), MLM(N) and the
+#: candidates' ends the questions' (§3, §5).
 NEEDED = {(MLM, B): (SHARE, UNIFORM, VALID, POS, LOSS), (MLM, GATE_B_EARLY): (POS,),
           (MLM, N): (POS, LOSS, VALID), (TACO, TACO_END): (POS, LOSS),
           (BRANCH, BRANCH_END): (POS, LOSS)}
@@ -110,45 +110,59 @@ CSV = Path(__file__).with_name("checkpoints.csv")
 
 
 class Study:
-    """The rows of ``checkpoints.csv`` (:func:`read_checkpoints_csv`), checked: values per
-    measure, arm, update count and seed (:class:`MeasureTable`).
+    """The rows of ``checkpoints.csv`` (:func:`read_checkpoints_csv`) of the seeds that
+    finished all three runs, checked: values per measure, arm, update count and seed
+    (:class:`MeasureTable`).
+
+    PLAN.md, "How it is run": the decision is made on the seeds that finished all three runs.
+    A seed has finished when it has every row and value of :data:`NEEDED` (its arms' last
+    checkpoints among them); a seed with rows that has not (a seed still being measured, or
+    a run that failed) is left out of every analysis and listed in :attr:`unfinished` with
+    what it lacks, which the report prints.
 
     Attributes:
-        seeds: every pre-training seed with rows, ascending.
+        seeds: the analysed pre-training seeds, ascending.
+        unfinished: seed → what it lacks (``"<objective> at <updates> updates: no row"`` or
+            ``": no <measure>"``), for each seed with rows that has not finished.
 
     Raises (constructor):
         ValueError: one message listing every problem: an objective other than mlm, taco,
-            taco-branch; a checkpoint with two rows; no seed; a seed without a row or a
-            value of :data:`NEEDED` (PLAN.md §1-§4: every seed with rows is analysed, none is
-            dropped). With one seed the report describes it and tests nothing
+            taco-branch; a checkpoint with two rows; no seed that finished (with what each
+            seed lacks). With one seed the report describes it and tests nothing
             (:func:`report`).
     """
 
     def __init__(self, rows: Sequence[Mapping]):
         """``rows``: :func:`read_checkpoints_csv` 's (or dicts alike); raises as the class
         says."""
-        self.table = MeasureTable(rows)
-        self.seeds = sorted({r["pretrain_seed"] for r in rows})
         problems = [f"objective {o!r} (not {MLM}, {TACO} or {BRANCH})"
                     for o in sorted({r["objective"] for r in rows} - {MLM, TACO, BRANCH})]
         ids = [(r["objective"], r["pretrain_seed"], r["updates"]) for r in rows]
         problems += [f"{o} seed {s} at {u:,} updates: {ids.count((o, s, u))} rows"
                      for o, s, u in sorted(set(i for i in ids if ids.count(i) > 1))]
-        if not self.seeds:
-            problems.append("no seed")
-        for seed in self.seeds:
+        every = MeasureTable(rows)
+        self.unfinished: Dict[int, List[str]] = {}
+        for seed in sorted({r["pretrain_seed"] for r in rows}):
             for (objective, updates), keys in NEEDED.items():
-                where = f"{objective} seed {seed} at {updates:,} updates"
+                where = f"{objective} at {updates:,} updates"
                 if (objective, seed, updates) not in ids:
-                    problems.append(f"{where}: no row")
+                    self.unfinished.setdefault(seed, []).append(f"{where}: no row")
                     continue
-                lacking = [k for k in keys if self.value(k, objective, updates, seed) is None]
+                lacking = [k for k in keys
+                           if every.values(k, objective, updates).get(seed) is None]
                 if lacking:
-                    problems.append(f"{where}: no {', '.join(lacking)}")
+                    self.unfinished.setdefault(seed, []).append(
+                        f"{where}: no {', '.join(lacking)}")
+        self.seeds = sorted({r["pretrain_seed"] for r in rows} - set(self.unfinished))
+        if not self.seeds:
+            problems.append("no seed finished all three runs"
+                            + "".join(f"; seed {s} lacks {', '.join(gaps)}"
+                                      for s, gaps in self.unfinished.items()))
         if problems:
-            raise ValueError("checkpoints.csv cannot be analysed as PLAN.md declares (every "
-                             "seed with rows, each with the rows it needs): "
+            raise ValueError("checkpoints.csv cannot be analysed as PLAN.md declares (the "
+                             "seeds that finished all three runs, each checkpoint once): "
                              + "; ".join(problems))
+        self.table = MeasureTable([r for r in rows if r["pretrain_seed"] in self.seeds])
 
     def value(self, key: str, objective: str, updates: int, seed: int) -> Optional[float]:
         """One measured value (None: no row or an empty cell)."""
@@ -318,11 +332,11 @@ def questions(study: Study) -> List[Question]:
     return result
 
 
-# ------------------------------------------------------------ the speed-up, described (§4) --
+# ------------------------------------------------------------ the speed-up, described (§5) --
 
 @dataclass(frozen=True)
 class Reach:
-    """One seed and measure (PLAN.md §4): the target MLM(N), and the updates at which TACO and
+    """One seed and measure (PLAN.md §5): the target MLM(N), and the updates at which TACO and
     the branch first reach it (interpolated; None: not by TACO_END / BRANCH_END), the branch's
     counted from 0 (total updates)."""
 
@@ -355,7 +369,7 @@ def _ratio(updates: float, reach: Optional[float], start: float) -> Optional[flo
 
 
 def reaches(study: Study, key: str) -> List[Reach]:
-    """PLAN.md §4: per seed, when TACO (its checkpoints up to TACO_END) and the branch (MLM(B),
+    """PLAN.md §5: per seed, when TACO (its checkpoints up to TACO_END) and the branch (MLM(B),
     its starting point, then its checkpoints up to BRANCH_END) first reach the seed's MLM(N)
     value on ``key``, by linear interpolation between checkpoints (:func:`first_reach`; a
     measure where lower is better, a loss, is negated first)."""
@@ -377,7 +391,7 @@ def reaches(study: Study, key: str) -> List[Reach]:
 
 @dataclass(frozen=True)
 class RatioSummary:
-    """Speed-up ratios over seeds (PLAN.md §4): the geometric mean of the finite ones and its
+    """Speed-up ratios over seeds (PLAN.md §5): the geometric mean of the finite ones and its
     95% t-interval on their logs (None below 2 finite ratios; ``low == high`` without spread);
     ``censored``: seeds that did not reach; ``at_start``: seeds already at the target where
     the arm started (an infinite ratio, left out)."""
@@ -405,7 +419,7 @@ def summarize(ratios: Sequence[Optional[float]]) -> RatioSummary:
 
 def equal_updates(study: Study, key: str) -> List[Tuple[int, Optional[Tuple[int, float]],
                                                        Optional[Tuple[int, float]]]]:
-    """PLAN.md §4, the curves at equal updates: per update count (but the initialization)
+    """PLAN.md §5, the curves at equal updates: per update count (but the initialization)
     where MLM and an arm both have values, (n, mean over the n seeds with both of arm − MLM)
     for TACO and for the branch (None: that arm has none there). A description: no test."""
     rows = []
@@ -439,7 +453,7 @@ FIGURE = Path(__file__).with_name("curves.png")
 def curve_points(study: Study, key, arm: str, seed: int) -> Tuple[List[int], List[float]]:
     """One run's curve as the figure draws it: (updates ascending, values) of ``key`` (a
     measure, or (share, uniform): their ratio) up to the arm's stop, a branch's starting
-    from MLM(B), the checkpoint it continues (PLAN.md §4: described, no test)."""
+    from MLM(B), the checkpoint it continues (PLAN.md §5: described, no test)."""
     stop = dict((a, end) for a, _, end in CURVE_ARMS)[arm]
     if isinstance(key, tuple):
         shares, uniform = (dict(zip(*study.curve(k, arm, seed, stop))) for k in key)
@@ -494,11 +508,11 @@ def plot_curves(study: Study, path: Path) -> Path:
     return path
 
 
-# -------------------------------------------------------------------------- power (§5) --
+# -------------------------------------------------------------------------- power (§4) --
 
 def measure_power(n: int, key: str, sd: float, true: float = 0.0,
                   level: float = Q_ALPHA / 2) -> float:
-    """The power of one measure's one-sided non-inferiority test (PLAN.md §3, §5) with ``n``
+    """The power of one measure's one-sided non-inferiority test (PLAN.md §3, §4) with ``n``
     seeds: P(noncentral t with n − 1 degrees of freedom and noncentrality
     (±true + margin) · √n / sd > t's 1 − ``level`` quantile), ``true`` the true mean D and
     ``sd`` the SD of the paired differences (the measure's unit: points or bits; + for POS,
@@ -510,7 +524,7 @@ def measure_power(n: int, key: str, sd: float, true: float = 0.0,
 
 def q_power(n: int, sd_pos: float, sd_loss: float, true_pos: float = 0.0,
             true_loss: float = 0.0, level: float = Q_ALPHA / 2) -> float:
-    """The power of a question's test (PLAN.md §5): both measures required, so the product of
+    """The power of a question's test (PLAN.md §4): both measures required, so the product of
     :func:`measure_power` of :data:`POS` and :data:`LOSS` (as if independent), at Holm's first
     level (0.0125, the conservative one)."""
     return (measure_power(n, POS, sd_pos, true_pos, level)
@@ -520,7 +534,7 @@ def q_power(n: int, sd_pos: float, sd_loss: float, true_pos: float = 0.0,
 def seeds_for_power(sd_pos: float, sd_loss: float, true_pos: float = 0.0,
                     true_loss: float = 0.0, power: float = POWER,
                     level: float = Q_ALPHA / 2) -> int:
-    """PLAN.md §5: the smallest n ≥ 2 of seeds whose :func:`q_power` is ≥ ``power`` (the SDs of
+    """PLAN.md §4: the smallest n ≥ 2 of seeds whose :func:`q_power` is ≥ ``power`` (the SDs of
     the paired differences: points, bits; the true differences likewise).
 
     Raises:
@@ -623,9 +637,9 @@ def _questions_section(qs: List[Question]) -> List[str]:
 
 
 def _speedup_section(study: Study) -> List[str]:
-    """The described speed-up per measure and the curves at equal updates (PLAN.md §4),
+    """The described speed-up per measure and the curves at equal updates (PLAN.md §5),
     markdown lines."""
-    lines = ["## The speed-up (PLAN.md §4; described, no test)", "",
+    lines = ["## The speed-up (PLAN.md §5; described, no test)", "",
              f"Per seed, the updates each arm needs to reach that seed's MLM({N:,}) value "
              f"(interpolated between checkpoints; the branch from MLM({B:,}), counted from 0 "
              f"and after {B:,}), and MLM's updates over them.", ""]
@@ -655,13 +669,18 @@ def _speedup_section(study: Study) -> List[str]:
 def report(study: Study) -> str:
     """The markdown report: both gates (Gate B computed and shown even when Gate A fails:
     each is reported apart), then Q1 and Q2 only if both pass (otherwise the line that no
-    claim is made: PLAN.md §1, §2), then the described speed-up and curves (§4)."""
+    claim is made: PLAN.md §1, §2), then the described speed-up and curves (§5)."""
     exits, a_passed = gate_a(study)
     n, declared = len(study.seeds), len(DECLARED_SEEDS)
     lines = [f"Seeds analysed: {', '.join(map(str, study.seeds))} (n = {n} of the {declared} "
              f"declared, {DECLARED_SEEDS[0]}–{DECLARED_SEEDS[-1]})"
              + ("." if n >= declared else ": **interim**, no verdict below is final (PLAN.md, "
-                "\"How it is run\")."), "", *_gate_a_section(exits, a_passed)]
+                "\"How it is run\").")]
+    if study.unfinished:
+        lines += ["", "Not analysed, their runs not finished (PLAN.md, \"How it is run\"):",
+                  *(f"- seed {seed}: {'; '.join(gaps)}"
+                    for seed, gaps in study.unfinished.items())]
+    lines += ["", *_gate_a_section(exits, a_passed)]
     if n < 2:
         lines += ["## Gate B, Q1 and Q2 (PLAN.md §2, §3)", "",
                   f"Not tested: a paired test needs 2 seeds, {n} analysed.", ""]
@@ -697,7 +716,7 @@ def _per_seed_section(study: Study) -> List[str]:
 
 def power_report(sd_pos: float, sd_loss: float, true_pos: float = 0.0,
                  true_loss: float = 0.0) -> str:
-    """PLAN.md §5's answer in words: n and its power, each measure's."""
+    """PLAN.md §4's answer in words: n and its power, each measure's."""
     n = seeds_for_power(sd_pos, sd_loss, true_pos, true_loss)
     level = Q_ALPHA / 2
     pos, loss = (measure_power(n, k, sd, t, level)
@@ -718,14 +737,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--csv", type=Path, default=CSV,
                         help="the study's rows (default: checkpoints.csv beside this script)")
     commands = parser.add_subparsers(dest="command")
-    power = commands.add_parser("power", help="the seeds for 80%% power of Q's test (§5)")
+    power = commands.add_parser("power", help="the seeds for 80%% power of Q's test (§4)")
     power.add_argument("--sd-pos", type=float, required=True,
                        help=f"SD over seeds of the paired differences of {POS} (points)")
     power.add_argument("--sd-loss", type=float, required=True,
                        help=f"SD over seeds of the paired differences of {LOSS} (bits)")
     power.add_argument("--true-pos", type=float, default=0.0, help="true mean D (points)")
     power.add_argument("--true-loss", type=float, default=0.0, help="true mean D (bits)")
-    curves = commands.add_parser("curves", help="the figure of the arms' curves (§4)")
+    curves = commands.add_parser("curves", help="the figure of the arms' curves (§5)")
     curves.add_argument("--figure", type=Path, default=FIGURE,
                         help="the PNG to write (default: curves.png beside this script)")
     args = parser.parse_args(argv)

@@ -13,7 +13,7 @@
 # (--branch-update: mlm's optimizer state, schedule and data position). Each checkpoint is
 # measured as soon as it is saved (OUT/seedS/checkpoints.csv); copy the rows into
 # checkpoints.csv beside this file with
-#   .venv/bin/python docs/results/promise-study/rows.py OUT/seedS
+#   .venv/bin/python docs/results/promise-study/rows.py merge OUT/seedS
 # and commit them at once (run directories do not survive between sessions).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."

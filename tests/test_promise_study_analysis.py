@@ -4,6 +4,7 @@ described speed-up, the refusal of incomplete rows and the power calculation. Fa
 no torch."""
 
 import ast
+import json
 import math
 import runpy
 from types import SimpleNamespace
@@ -422,3 +423,41 @@ def test_rows_merged_as_measured_and_a_lost_runs_rows_kept_apart(tmp_path):
     moved = {(r["updates"], r["valid_mlm_loss"]) for r in rows.read_checkpoints_csv(lost)}
     assert moved == {(500, 9.1235), (1000, 8.5)}
     assert rows.missing([_row("mlm", 6, 10500, 6.0)])[:2] == ["taco-seed6", "taco-branch-seed6"]
+
+
+def test_rows_followed_are_committed_as_they_come_until_the_seed_is_done(tmp_path):
+    """``rows.py follow``: each round merges the seed's new rows and commits the CSV alone (a
+    file the user changed beside it stays uncommitted), and it stops once the seed's three
+    runs have their last rows."""
+    import subprocess
+
+    rows = _rows_script()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = lambda *args: subprocess.run(["git", *args], cwd=repo, check=True,
+                                       capture_output=True, text=True).stdout
+    git("init", "-q")
+    git("config", "user.email", "t@example.org")
+    git("config", "user.name", "t")
+    (repo / "notes.md").write_text("a user's work in progress\n")
+    committed, lost = repo / "checkpoints.csv", repo / "lost.csv"
+    out = measured_out(tmp_path / "seed7", [_row("mlm", 7, 0, None), _row("mlm", 7, 500, 9.0)])
+    ends = [_row(o, 7, last, 6.5) for o, last in rows.LAST_UPDATES.items()]
+    rounds = []
+
+    def sleep(seconds):  # the runs go on between rounds: the last rows come in round 3
+        rounds.append(seconds)
+        if len(rounds) == 2:
+            for row in ends:
+                (out / "measures" / f"{rows.checkpoint_name(row)}.json").write_text(
+                    json.dumps(row))
+
+    assert rows.follow(out, 7, 60, committed, lost, sleep) == 2  # round 2 had nothing new
+    assert rounds == [60, 60]
+    log = git("log", "--format=%s").splitlines()
+    assert log == ["promise-study: seed 7's rows as measured (5 rows)",
+                   "promise-study: seed 7's rows as measured (2 rows)"]
+    assert git("status", "--porcelain") == "?? notes.md\n"
+    with pytest.raises(SystemExit) as error:  # follow reads the seed from run.sh's OUT/seedS
+        rows.main(["follow", str(tmp_path / "elsewhere")])
+    assert error.value.code == 2

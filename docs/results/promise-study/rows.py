@@ -7,15 +7,23 @@ later session (PLAN.md, "How it is run"): its rows then replace all of the lost 
 move to ``checkpoints-lost-runs.csv`` for the record (read by no analysis).
 
     python rows.py merge OUT/seedS [OUT/seedT ...]   # their rows into checkpoints.csv
+    python rows.py follow OUT/seedS [--every 180]    # merge and git-commit as they come
     python rows.py missing                          # the declared runs not finished
 
 ``merge`` replaces, run by run, the committed rows of each run that a directory measured after
 update 0 (:func:`taco_fairseq.comparison.tables.merge_runs`); the lost run's rows it replaces
 are appended to ``checkpoints-lost-runs.csv`` (a checkpoint that file holds already is kept as
 it is there: the first lost run's).
+
+``follow`` is ``merge`` every ``--every`` seconds while seed S runs (start it beside
+``run.sh S``), each change committed at once (``git commit`` of the two CSVs only), until the
+seed's three runs have their last rows committed.
 """
 import argparse
+import re
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -75,12 +83,61 @@ def merge(outs: Sequence[Path], committed_path: Path = COMMITTED,
     return len(rows)
 
 
+def commit_rows(paths: Sequence[Path], message: str) -> bool:
+    """``git commit`` of ``paths`` (those that exist) alone, when they changed; True when a
+    commit was made. A commit git refuses (another commit holds the index) is printed and
+    left to the next call."""
+    paths = [str(p) for p in paths if p.is_file()]
+    cwd = Path(paths[0]).parent if paths else HERE
+    status = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=cwd,
+                            capture_output=True, text=True, check=True).stdout
+    if not status.strip():
+        return False
+    for command in (["git", "add", "--", *paths],
+                    ["git", "commit", "-q", "-m", message, "--", *paths]):
+        result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+        if result.returncode != 0:
+            print(f"rows.py: {' '.join(command[:2])} failed ({result.stderr.strip()}); tried "
+                  "again next time", file=sys.stderr, flush=True)
+            return False
+    return True
+
+
+def follow(out: Path, seed: int, every: float = 180.0, committed_path: Path = COMMITTED,
+           lost_path: Path = LOST_RUNS, sleep=time.sleep) -> int:
+    """Merge ``out``'s rows (:func:`merge`) every ``every`` seconds and commit the CSVs each
+    time they change (:func:`commit_rows`), until seed ``seed``'s three runs have their last
+    rows committed (:func:`missing`). Returns the number of commits made."""
+    commits = 0
+    while True:
+        if (Path(out) / "measures").is_dir():  # taco-compare makes it once it has begun
+            n = merge([out], committed_path, lost_path)
+            if commit_rows([committed_path, lost_path],
+                           f"promise-study: seed {seed}'s rows as measured ({n} rows)"):
+                commits += 1
+                print(f"{time.strftime('%H:%M:%S')} committed {n} rows", flush=True)
+            left = [run for run in missing(read_checkpoints_csv(committed_path))
+                    if run.endswith(f"-seed{seed}")]
+            if not left:
+                return commits
+        sleep(every)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["merge", "missing"])
+    parser.add_argument("action", choices=["merge", "follow", "missing"])
     parser.add_argument("outs", nargs="*", type=Path, help="taco-compare --out directories")
+    parser.add_argument("--every", type=float, default=180.0,
+                        help="follow: seconds between merges (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.action == "follow":
+        seed = re.fullmatch(r"seed(\d+)", args.outs[0].name) if len(args.outs) == 1 else None
+        if seed is None:
+            parser.error("follow needs one run.sh directory, OUT/seedS")
+        print(f"rows.py: seed {seed[1]}: {follow(args.outs[0], int(seed[1]), args.every)} "
+              "commits; its three runs are committed", flush=True)
+        return 0
     if args.action == "missing":
         committed = read_checkpoints_csv(COMMITTED) if COMMITTED.is_file() else []
         print(" ".join(missing(committed)) or "none")

@@ -11,10 +11,12 @@
 # (--jobs 2: one thread each): mlm to N = 10,500 updates, taco from scratch to 3,500 on the
 # same schedule, and taco-branch continuing mlm from its checkpoint at B = 4,500 to 6,500
 # (--branch-update: mlm's optimizer state, schedule and data position). Each checkpoint is
-# measured as soon as it is saved (OUT/seedS/checkpoints.csv); copy the rows into
-# checkpoints.csv beside this file with
-#   .venv/bin/python docs/results/promise-study/rows.py merge OUT/seedS
-# and commit them at once (run directories do not survive between sessions).
+# measured as soon as it is saved (OUT/seedS/measures); beside the run,
+#   .venv/bin/python docs/results/promise-study/rows.py follow OUT/seedS
+# merges the rows into checkpoints.csv beside this file and commits them as they come, until
+# the seed's three runs are done (run directories do not survive between sessions). Then
+#   .venv/bin/python docs/results/promise-study/analysis.py          # into decision.md
+#   .venv/bin/python docs/results/promise-study/analysis.py curves   # curves.png
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 : "${DATA:?set DATA to the pre-training data-bin}" "${OUT:?set OUT to where the runs go}"

@@ -175,7 +175,8 @@ def build_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--primary-endpoint", default="glue-average",
                         choices=tool_constant("taco_fairseq.comparison.statistics",
                                               "PRIMARY_ENDPOINTS"),
-                        help="the comparison the report tests first, declared before the runs: glue-average (the fine-tuned GLUE average at the last "
+                        help="the comparison the report tests first, declared before the "
+                        "runs: glue-average (the fine-tuned GLUE average at the last "
                         "checkpoint over --tasks, or over --final-tasks without --tasks: the "
                         "paper's claim), probe-average (the average of the frozen-encoder "
                         "linear probes) or pos-ambiguous (the part-of-speech probe's accuracy "

@@ -49,7 +49,7 @@ setup(
         ],
     },
     extras_require={
-        "test": ["pytest==9.2.0", "hypothesis==6.170.17"],
+        "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "hypothesis==6.170.17"],
         "plot": ["matplotlib==3.11.2"],
         # taco-export-hf and taco_fairseq.hf_export (HuggingFace transformers export)
         "hf": ["transformers==5.24.0", "tokenizers==0.23.3", "safetensors==0.8.0"],

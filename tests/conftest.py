@@ -222,6 +222,20 @@ def compose_recipe(name):
 SLOW_FIXTURES = frozenset({"trained_checkpoint"})
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (scripts/test.sh runs ``-n auto``), each worker and the fairseq
+    processes its tests start get their share of the cores, so that the workers' torch
+    threads do not fight over them (a thread count set by the caller is kept)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(name, threads)
+        import torch
+
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
 def pytest_collection_modifyitems(items):
     """Mark ``slow`` every test that uses one of :data:`SLOW_FIXTURES`."""
     for item in items:

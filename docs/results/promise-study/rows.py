@@ -88,7 +88,9 @@ def commit_rows(paths: Sequence[Path], message: str) -> bool:
     commit was made. A commit git refuses (another commit holds the index) is printed and
     left to the next call."""
     paths = [str(p) for p in paths if p.is_file()]
-    cwd = Path(paths[0]).parent if paths else HERE
+    if not paths:  # a commit without paths would take whatever else is staged
+        return False
+    cwd = Path(paths[0]).parent
     status = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=cwd,
                             capture_output=True, text=True, check=True).stdout
     if not status.strip():

@@ -5,6 +5,7 @@ import csv
 import dataclasses
 import fcntl
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -179,6 +180,8 @@ def test_toy_comparison_end_to_end(tiny_databin, glue_databin, wikitext_test, tm
     for phase in ("1/5", "2/5", "3/5", "4/5", "5/5"):
         assert f"== {phase}" in result.stdout
     assert "checkpoints so far" in result.stdout  # measured in phase 1, as they were saved
+    counts = re.findall(r"measured (\d+) checkpoints so far", result.stdout)
+    assert len(counts) == len(set(counts)), counts  # a line per new row, not per poll
 
     with open(out / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))

@@ -102,9 +102,14 @@ def run_phases(options: StudyOptions, timer: PhaseTimer):
     set_threads(options)
     inputs = MeasureInputs(options)
 
-    def record():  # checkpoints.csv of every row so far, after each checkpoint measured
+    written = [None]  # the rows checkpoints.csv holds (None: not written yet)
+
+    def record():  # checkpoints.csv of every row so far, when a measure has changed it
         measures = read_measures(options)
+        if measures == written[0]:  # a checkpoint measured before, found again
+            return
         write_checkpoints_csv(measures, options.out / "checkpoints.csv")
+        written[0] = measures
         print(f"   measured {len(measures)} checkpoints so far "
               f"({options.out / 'checkpoints.csv'})", flush=True)
 

@@ -102,14 +102,15 @@ def run_phases(options: StudyOptions, timer: PhaseTimer):
     set_threads(options)
     inputs = MeasureInputs(options)
 
-    written = [None]  # the rows checkpoints.csv holds (None: not written yet)
+    written = None  # the rows checkpoints.csv holds (None: not written yet)
 
     def record():  # checkpoints.csv of every row so far, when a measure has changed it
+        nonlocal written
         measures = read_measures(options)
-        if measures == written[0]:  # a checkpoint measured before, found again
+        if measures == written:  # a checkpoint measured before, found again
             return
         write_checkpoints_csv(measures, options.out / "checkpoints.csv")
-        written[0] = measures
+        written = measures
         print(f"   measured {len(measures)} checkpoints so far "
               f"({options.out / 'checkpoints.csv'})", flush=True)
 

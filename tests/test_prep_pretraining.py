@@ -302,3 +302,24 @@ def test_cli_checks_the_split_options(tmp_path, wikitext_test, argv, message):
     result = run_script("prepare_pretraining_data.py", "--train", wikitext_test, *argv,
                         "--destdir", tmp_path / "out")
     assert result.returncode == 2 and message in result.stderr
+
+
+@pytest.mark.slow
+def test_the_data_bin_depends_on_num_threads_not_on_workers(tmp_path, wikipedia_aa, wikitext_test):
+    """``workers`` (reading processes, encoding threads) leaves every output byte as it is, so
+    the default (all CPUs) gives the same data-bin on any machine; SentencePiece's trainer
+    threads change the model, which is why ``num_threads`` is a fixed number in the recipe."""
+    outputs = ("dict.txt", "sentencepiece.bpe.model", "train.bin", "train.idx", "valid.bin",
+               "valid.idx")
+
+    def build(name, **threads):
+        options = PrepareOptions(destdir=tmp_path / name, train=[wikipedia_aa, wikitext_test],
+                                 valid_docs=1, max_lines=600, vocab_size=1000, **threads)
+        info = prepare_pretraining_data(options)
+        return info, {output: (options.destdir / output).read_bytes() for output in outputs}
+
+    info, one_worker = build("workers1", workers=1)
+    assert info["options"]["num_threads"] == 16 and info["options"]["workers"] == 1
+    assert build("workers2", workers=2)[1] == one_worker
+    one_thread = build("threads1", workers=2, num_threads=1)[1]
+    assert one_thread["sentencepiece.bpe.model"] != one_worker["sentencepiece.bpe.model"]

@@ -115,6 +115,14 @@ def build_parser() -> argparse.ArgumentParser:
     spm_group.add_argument(
         "--seed", type=seed, default=1, help="seed of that sample and of --valid-fraction's"
     )
+    spm_group.add_argument(
+        "--num-threads",
+        type=positive_int,
+        default=tool_constant("taco_fairseq.prep.vocabulary", "TRAINER_THREADS"),
+        help="SentencePiece's trainer threads; the model depends on this number, so it is "
+        "fixed, not the CPU count: the same command gives the same data-bin on any machine "
+        "(default: %(default)s, SentencePiece's own)",
+    )
 
     out = parser.add_argument_group("output")
     out.add_argument("--destdir", type=Path, required=True, help="the data-bin directory")
@@ -122,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=positive_int,
         default=os.cpu_count() or 1,
-        help="processes reading the input files, threads for SentencePiece training and "
-        "encoding; the model depends on this number (default: all CPUs, %(default)s)",
+        help="processes reading the input files and SentencePiece's encoding threads; the "
+        "outputs do not depend on it (default: all CPUs, %(default)s)",
     )
     out.add_argument(
         "--shards",
@@ -187,6 +195,7 @@ def main(argv=None) -> None:
         character_coverage=args.character_coverage,
         input_sentence_size=args.input_sentence_size,
         seed=args.seed,
+        num_threads=args.num_threads,
         workers=args.workers,
         max_docs=args.max_docs,
         max_lines=args.max_lines,

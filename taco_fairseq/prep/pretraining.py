@@ -8,7 +8,7 @@ Steps (all streaming; memory does not grow with the corpus):
    that share of the text) or ``valid_docs`` (the last documents) the validation split, and
    with ``shards`` > 1 the training shards (documents dealt out by size);
 3. train a SentencePiece model on a sample of the training text
-   (:func:`taco_fairseq.prep.vocabulary.train_sentencepiece`);
+   (:func:`taco_fairseq.prep.vocabulary.train_sentencepiece`, ``num_threads`` threads);
 4. encode every split with SentencePiece (``workers`` threads) and write the ids as a fairseq
    dataset (:class:`taco_fairseq.prep.binarize.DatasetWriter`, the bytes
    ``fairseq-preprocess --only-source`` would write), counting the pieces of the training split;
@@ -76,7 +76,7 @@ from .documents import (
     write_document_groups,
     write_documents,
 )
-from .vocabulary import train_sentencepiece, write_fairseq_dict
+from .vocabulary import TRAINER_THREADS, train_sentencepiece, write_fairseq_dict
 
 logger = logging.getLogger(__name__)
 
@@ -126,9 +126,10 @@ class PrepareOptions:
         input_sentence_size: at most this many training lines (a seeded sample) for
             SentencePiece training.
         seed: seed of that sample and of ``valid_fraction``'s.
-        workers: processes reading the input files (one file each at a time), threads for
-            SentencePiece training and encoding (the model, though deterministic, depends on
-            it).
+        num_threads: SentencePiece's trainer threads. The model, though deterministic,
+            depends on this number (not on ``workers``): part of the recipe.
+        workers: processes reading the input files (one file each at a time) and
+            SentencePiece's encoding threads; the outputs do not depend on it.
         max_docs: read at most this many documents of each input file.
         max_lines: read at most this many non-empty lines of each input file.
         strip_gutenberg: drop Project Gutenberg headers and footers.
@@ -150,6 +151,7 @@ class PrepareOptions:
     character_coverage: float = 0.9995
     input_sentence_size: int = 1_000_000
     seed: int = 1
+    num_threads: int = TRAINER_THREADS
     workers: int = 1
     max_docs: Optional[int] = None
     max_lines: Optional[int] = None
@@ -235,7 +237,7 @@ def _prepare(
             character_coverage=options.character_coverage,
             max_sentences=options.input_sentence_size,
             seed=options.seed,
-            num_threads=options.workers,
+            num_threads=options.num_threads,
             source="--train " + " ".join(map(str, inputs["train"])),
         )
 

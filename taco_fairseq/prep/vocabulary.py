@@ -49,6 +49,10 @@ MODEL_TYPES = ("unigram", "bpe")
 MIN_SHARED_PIECES = 0.5
 #: SentencePiece's ``max_sentence_length`` (its default): training skips longer lines (bytes).
 MAX_SENTENCE_BYTES = 4192
+#: SentencePiece's trainer threads by default (``num_threads``, SentencePiece's own default).
+#: The model depends on the thread count, so it is a fixed number rather than the machine's
+#: CPU count: the same command gives the same model on every machine.
+TRAINER_THREADS = 16
 
 _TOO_LARGE = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
@@ -63,13 +67,14 @@ def train_sentencepiece(
     character_coverage: float = 0.9995,
     max_sentences: int = 1_000_000,
     seed: int = 1,
-    num_threads: int = 1,
+    num_threads: int = TRAINER_THREADS,
     source: Optional[str] = None,
 ) -> spm.SentencePieceProcessor:
     """Train a SentencePiece model on the non-empty lines of text files and save it.
 
-    Deterministic: the same file and arguments give the same model bytes (``num_threads``
-    included: another thread count gives a slightly different model). When the file has
+    Deterministic: the same file and arguments give the same model bytes, on any machine
+    (``num_threads`` included: another thread count gives a slightly different model, which is
+    why it defaults to the fixed :data:`TRAINER_THREADS`, not the CPU count). When the file has
     more than ``max_sentences`` non-empty lines, a uniform sample of that many lines, drawn
     with ``random.Random(seed)``, is used (SentencePiece's own ``input_sentence_size``
     sampling differs from run to run even with ``set_random_generator_seed``, as of 0.2.3).
@@ -87,7 +92,8 @@ def train_sentencepiece(
             become ``<unk>``.
         max_sentences: at most this many lines are used, which bounds the trainer's memory.
         seed: seed of the line sample.
-        num_threads: trainer threads (changes the model, see above).
+        num_threads: trainer threads (changes the model, see above; more threads than CPUs
+            cost little).
         source: what the text was made of, for messages (default: ``text_path``).
 
     Returns:

@@ -6,10 +6,11 @@
 #
 # DATA: the data-bin of PLAN.md (docs/results.md, "The CPU study"), made for seeds 6 on by
 #   .venv/bin/taco-prepare-data --train ../shared/data/corpus/wikipedia-en-2015-wikiextractor/AA.txt.xz \
-#     --max-lines 160000 --valid-docs 100 --vocab-size 8000 --workers 1 --destdir DATA
-# (--workers 1: SentencePiece's model depends on the number of threads, docs/pretraining.md;
-# on a rebuild, seed 6's initialization has its recorded book loss, 13.0260 bits, with
-# --workers 1 and 13.0264 with 2); SHARED: the
+#     --max-lines 160000 --valid-docs 100 --vocab-size 8000 --num-threads 1 --destdir DATA
+# (--num-threads 1: SentencePiece's model depends on the number of threads, docs/pretraining.md;
+# on a rebuild, seed 6's initialization has its recorded book loss, 13.0260 bits, with one
+# thread and 13.0264 with 2; the study's data-bin was built as --workers 1 when --workers
+# also set these threads, PLAN.md's addenda); SHARED: the
 # shared data (default ../shared); OUT: where the runs go (OUT/seedS: one taco-compare per
 # seed, resumable: rerun it after an interruption). The three runs of PLAN.md, two at a time
 # (--jobs 2: one thread each): mlm to N = 10,500 updates, taco from scratch to 3,500 on the

@@ -461,3 +461,30 @@ def test_rows_followed_are_committed_as_they_come_until_the_seed_is_done(tmp_pat
     with pytest.raises(SystemExit) as error:  # follow reads the seed from run.sh's OUT/seedS
         rows.main(["follow", str(tmp_path / "elsewhere")])
     assert error.value.code == 2
+
+
+def test_posthoc_describes_exits_mlms_reach_and_peaks(analysis, monkeypatch):
+    """docs/results/promise-study/posthoc.py on made-up rows: the first checkpoints past the
+    exit ratio, MLM's interpolated updates to TACO(TACO_END)'s values (against numpy's
+    interpolation of MLM's rising curve), its part-of-speech peak and the share after B."""
+    monkeypatch.syspath_prepend(str(REPO / "docs" / "results" / "promise-study"))
+    posthoc = SimpleNamespace(**runpy.run_path(
+        str(REPO / "docs" / "results" / "promise-study" / "posthoc.py")))
+    study = analysis.Study(_rows(q1=(-3.0, 0.6, 0.3, 0.08)))
+    for i, seed in enumerate(SEEDS):
+        assert posthoc.first_exit(study, "mlm", seed) == pytest.approx(
+            (MIDDLE, 0.3, 0.3 / 0.087, 8.4 + 0.02 * (seed - 8)))
+        assert posthoc.first_exit(study, "taco", seed)[0] == EARLY
+        for key in ("pos_accuracy_ambiguous", "mlm_loss_wikitext2"):
+            updates, values = study.curve(key, "mlm", seed, N)
+            sign = 1 if key.startswith("pos") else -1
+            target = study.value(key, "taco", TACO_END, seed)
+            assert posthoc.mlm_reach(study, key, seed, target) == pytest.approx(
+                np.interp(sign * target, sign * np.array(values), updates))
+            assert TACO_BEFORE < posthoc.mlm_reach(study, key, seed, target) < N
+    assert posthoc.mlm_reach(study, "pos_accuracy_ambiguous", 8, 99.0) is None
+    text = posthoc.report(study)
+    assert f"| 8 | 76.00 | {N:,} |" in text  # MLM's POS is highest at N in every seed
+    assert f"| {B:,} | {0.7 / 0.087:.2f} | 6 |  |  |" in text
+    assert f"| {BRANCH_MID:,} |  |  | {0.8 / 0.087:.2f} | 6 |" in text  # no MLM checkpoint
+    assert f"| {BRANCH_END:,} | {0.75 / 0.087:.2f} | 6 | {0.8 / 0.087:.2f} | 6 |" in text

@@ -133,12 +133,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--csv", type=Path, default=CSV,
                         help="the study's rows (default: checkpoints.csv beside analysis.py)")
-    args = parser.parse_args(argv)
+    csv = parser.parse_args(argv).csv
     try:
-        print(report(Study(read_checkpoints_csv(args.csv))), end="")
+        study = Study(read_checkpoints_csv(csv))
     except (OSError, ValueError) as error:
-        print(f"posthoc.py: {error}", file=sys.stderr)
-        return 1
+        sys.exit(f"posthoc.py: {error}")
+    print(report(study), end="")
     return 0
 
 

@@ -46,6 +46,20 @@ def test_every_console_script_resolves_and_has_help(name, capsys):
     assert _help_of(main, capsys).startswith("usage:")
 
 
+@pytest.mark.parametrize("name", sorted(DECLARED))
+def test_every_console_script_runs_as_python_m(name):
+    """``python -m MODULE`` runs ``main()`` (read from the source: ``if __name__ ==
+    "__main__": main()`` at the end), not a silent import that exits 0."""
+    module = DECLARED[name].split(":")[0]
+    tree = ast.parse((REPO / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8"))
+    guards = [node for node in tree.body if isinstance(node, ast.If)
+              and ast.unparse(node.test) in ("__name__ == '__main__'",
+                                             "__name__ == \"__main__\"")]
+    assert guards, f"{module} has no if __name__ == '__main__': main()"
+    assert any(ast.unparse(stmt) in ("main()", "sys.exit(main())")
+               for stmt in guards[-1].body)
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_every_script_is_a_shim_of_a_console_script(script, capsys, monkeypatch):
     # docs/architecture.md: the scripts/*.py of a checkout run the main() of a taco-* command

@@ -224,6 +224,10 @@ ONE_VALIDATION_SPLIT = "either --valid files, --valid-fraction F or --valid-docs
         ({"valid": [], "valid_fraction": 0.5}, ValueError,
          r"--valid-fraction 0.5 holds out at most \d+ bytes, less than the smallest of the 1 "),
         ({"shards": 2}, ValueError, "--shards 2: the training split has only 1 documents"),
+        ({"num_threads": 1025}, ValueError,
+         r"--num-threads must be in 1\.\.1024 \(SentencePiece's limit on trainer threads\), "
+         "got 1025"),
+        ({"num_threads": 0}, ValueError, r"--num-threads must be in 1\.\.1024"),
         ({"test": ["missing.txt"]}, FileNotFoundError, "input file not found: missing.txt"),
         ({"train": ["."]}, FileNotFoundError, r"input file is not a regular file: \.$"),
     ],
@@ -297,6 +301,9 @@ def test_the_validation_share_is_logged_and_a_large_one_from_valid_docs_is_warne
     (["--valid-fraction", "0.01", "--valid-docs", "3"],
      "argument --valid-docs: not allowed with argument --valid-fraction"),
     (["--valid-docs", "3", "--shards", "0"], "argument --shards: "),
+    (["--valid-docs", "3", "--num-threads", "0"], "argument --num-threads: must be > 0, got 0"),
+    (["--valid-docs", "3", "--num-threads", "1025"],
+     "argument --num-threads: must be <= 1024 (SentencePiece's limit), got 1025"),
 ])
 def test_cli_checks_the_split_options(tmp_path, wikitext_test, argv, message):
     result = run_script("prepare_pretraining_data.py", "--train", wikitext_test, *argv,

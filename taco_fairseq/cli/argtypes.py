@@ -39,6 +39,20 @@ def fraction(include_one: bool = False) -> Callable[[str], float]:
     return parse
 
 
+def int_at_most(limit: int, why: str) -> Callable[[str], int]:
+    """An argparse ``type``: an int in 1..``limit``; argparse reports others as "argument
+    --OPTION: must be > 0, got VALUE" or "must be <= LIMIT (WHY), got VALUE"."""
+
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"must be <= {limit} ({why}), got {text}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
 #: The type of the count options (``--workers``, ``--vocab-size``, ``--sentences``, ...).
 positive_int = positive(int)
 #: The type of the seed options (fairseq's numpy seeding needs seeds >= 0).

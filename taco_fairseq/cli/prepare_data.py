@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from taco_fairseq.cli.argtypes import fraction, positive_int, seed
+from taco_fairseq.cli.argtypes import fraction, int_at_most, positive_int, seed
 from taco_fairseq.cli.constants import tool_constant
 from taco_fairseq.logs import configure_logging
 from taco_fairseq.prep.corpus import check_input_file
@@ -117,11 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     spm_group.add_argument(
         "--num-threads",
-        type=positive_int,
+        type=int_at_most(tool_constant("taco_fairseq.prep.vocabulary", "MAX_TRAINER_THREADS"),
+                         "SentencePiece's limit"),
         default=tool_constant("taco_fairseq.prep.vocabulary", "TRAINER_THREADS"),
         help="SentencePiece's trainer threads; the model depends on this number, so it is "
-        "fixed, not the CPU count: the same command gives the same data-bin on any machine "
-        "(default: %(default)s, SentencePiece's own)",
+        "fixed, not the CPU count: the same command (and the versions prep_info.json "
+        "records) gives the same data-bin on any machine (default: %(default)s, "
+        "SentencePiece's own)",
     )
 
     out = parser.add_argument_group("output")
@@ -225,3 +227,7 @@ def main(argv=None) -> None:
         args.destdir, entries, info["data"], Path(__file__).resolve().parents[1],  # the plugin
         arch, arch, TOKENS_PER_WEIGHT, tokens / 1e6,
     )
+
+
+if __name__ == "__main__":
+    main()

@@ -73,3 +73,7 @@ def main(argv=None) -> None:
                                                    if s["malformed_rows"] else "")
                          for split, s in info["splits"].items())
         print(f"{task}: {rows} -> {args.destdir / task}")
+
+
+if __name__ == "__main__":
+    main()

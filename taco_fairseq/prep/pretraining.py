@@ -76,7 +76,8 @@ from .documents import (
     write_document_groups,
     write_documents,
 )
-from .vocabulary import TRAINER_THREADS, train_sentencepiece, write_fairseq_dict
+from .vocabulary import (TRAINER_THREADS, check_trainer_threads, train_sentencepiece,
+                         write_fairseq_dict)
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +172,8 @@ def prepare_pretraining_data(options: PrepareOptions) -> dict:
         FileExistsError: ``destdir`` is not empty and ``force`` is not set, or is a file.
         DestdirInUseError: another ``taco-prepare-data`` is writing ``destdir``
             (:class:`taco_fairseq.prep.destdir.DestdirInUseError`).
-        ValueError: invalid split options (e.g. the same file twice in one split), an input
+        ValueError: invalid split options (e.g. the same file twice in one split), a
+            ``num_threads`` outside SentencePiece's 1..1024, an input
             without text, a corrupt compressed input, too few documents for ``valid_docs``,
             a ``vocab_size`` that does not fit the training text, or a ``destdir`` that is a
             mount point.
@@ -410,6 +412,7 @@ def _check_inputs(options: PrepareOptions) -> Dict[str, List[Path]]:
         raise ValueError(f"--valid-fraction must be between 0 and 1, got {options.valid_fraction}")
     if options.shards < 1:
         raise ValueError(f"--shards must be at least 1, got {options.shards}")
+    check_trainer_threads(options.num_threads)
     inputs = {"train": options.train, "valid": options.valid, "test": options.test}
     inputs = {split: [check_input_file(f) for f in files] for split, files in inputs.items()
               if files}

@@ -53,9 +53,20 @@ MAX_SENTENCE_BYTES = 4192
 #: The model depends on the thread count, so it is a fixed number rather than the machine's
 #: CPU count: the same command gives the same model on every machine.
 TRAINER_THREADS = 16
+#: The most trainer threads SentencePiece accepts (``trainer_interface.cc``, as of 0.2.3).
+MAX_TRAINER_THREADS = 1024
 
 _TOO_LARGE = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
+
+
+def check_trainer_threads(num_threads: int) -> None:
+    """Raise ValueError naming ``--num-threads`` unless ``num_threads`` is in
+    1..:data:`MAX_TRAINER_THREADS`, SentencePiece's range (it fails with an internal error
+    otherwise)."""
+    if not 1 <= num_threads <= MAX_TRAINER_THREADS:
+        raise ValueError(f"--num-threads must be in 1..{MAX_TRAINER_THREADS} (SentencePiece's "
+                         f"limit on trainer threads), got {num_threads}")
 
 
 def train_sentencepiece(
@@ -100,11 +111,14 @@ def train_sentencepiece(
         The trained model.
 
     Raises:
-        ValueError: if ``vocab_size`` does not fit the text (too large for its pieces, or
+        ValueError: if ``num_threads`` is not in 1..:data:`MAX_TRAINER_THREADS` (checked
+            before any work; the message names ``--num-threads``); if ``vocab_size`` does not
+            fit the text (too large for its pieces, or
             smaller than the characters it must cover); the message names ``--vocab-size``
             and the limit; if no line is short enough for SentencePiece (e.g. a text without
             line breaks), naming ``source`` and the fix.
     """
+    check_trainer_threads(num_threads)
     paths = [text_path] if isinstance(text_path, (str, Path)) else list(text_path)
     total = too_long = longest = 0
     for line in _non_empty_lines(paths):

@@ -113,7 +113,7 @@ def ensure_data(destdir: Path, text: Sequence[Path], max_lines: int, vocab_size:
         )
     options = PrepareOptions(
         destdir=Path(destdir), train=[Path(p) for p in text], valid_docs=5,
-        vocab_size=vocab_size, max_lines=max_lines, workers=2, force=True,
+        vocab_size=vocab_size, max_lines=max_lines, num_threads=2, workers=2, force=True,
     )
     info = Path(destdir) / INFO_FILE
     if info.is_file():

@@ -92,14 +92,15 @@ def synthetic_databin(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_databin(wikipedia_aa, wikitext_test, tmp_path_factory) -> Path:
     """A data-bin made by the prep command's library from real text: the first 3,000 lines of
-    Wikipedia AA (train), WikiText-2 test (valid; 2,891 lines), a 2,000-piece vocabulary."""
+    Wikipedia AA (train), WikiText-2 test (valid; 2,891 lines), a 2,000-piece vocabulary
+    (SentencePiece trained on 2 threads, the model the tests were written on)."""
     from taco_fairseq.prep.pretraining import PrepareOptions, prepare_pretraining_data
 
     destdir = tmp_path_factory.mktemp("databin")
     prepare_pretraining_data(
         PrepareOptions(
             destdir=destdir, train=[wikipedia_aa], valid=[wikitext_test], max_lines=3000,
-            vocab_size=2000, workers=2, force=True,
+            vocab_size=2000, num_threads=2, workers=2, force=True,
         )
     )
     return destdir

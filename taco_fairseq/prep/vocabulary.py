@@ -103,8 +103,8 @@ def train_sentencepiece(
             become ``<unk>``.
         max_sentences: at most this many lines are used, which bounds the trainer's memory.
         seed: seed of the line sample.
-        num_threads: trainer threads (changes the model, see above; more threads than CPUs
-            cost little).
+        num_threads: trainer threads, 1..:data:`MAX_TRAINER_THREADS` (changes the model, see
+            above; more threads than CPUs cost no time, docs/performance.md).
         source: what the text was made of, for messages (default: ``text_path``).
 
     Returns:
@@ -113,10 +113,10 @@ def train_sentencepiece(
     Raises:
         ValueError: if ``num_threads`` is not in 1..:data:`MAX_TRAINER_THREADS` (checked
             before any work; the message names ``--num-threads``); if ``vocab_size`` does not
-            fit the text (too large for its pieces, or
-            smaller than the characters it must cover); the message names ``--vocab-size``
-            and the limit; if no line is short enough for SentencePiece (e.g. a text without
-            line breaks), naming ``source`` and the fix.
+            fit the text (too large for its pieces, or smaller than the characters it must
+            cover); the message names ``--vocab-size`` and the limit; if no line is short
+            enough for SentencePiece (e.g. a text without line breaks), naming ``source``
+            and the fix.
     """
     check_trainer_threads(num_threads)
     paths = [text_path] if isinstance(text_path, (str, Path)) else list(text_path)

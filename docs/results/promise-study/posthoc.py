@@ -31,9 +31,8 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-import analysis
-from analysis import (B, BRANCH, BRANCH_END, CSV, EXIT_RATIO, MLM, N, POS, SHARE, TACO,
-                      TACO_END, UNIFORM, VALID, SPEEDUP_MEASURES, Study)
+from analysis import (B, BRANCH, BRANCH_END, CSV, EXIT_RATIO, FORMATS, MLM, N, POS, SHARE,
+                      SPEEDUP_MEASURES, TACO, TACO_END, UNIFORM, VALID, Study)
 from taco_fairseq.comparison.statistics import better
 from taco_fairseq.comparison.tables import read_checkpoints_csv
 from taco_fairseq.glue.speedup import first_reach
@@ -95,7 +94,7 @@ def report(study: Study) -> str:
               f"| branch({BRANCH_END:,}) | MLM reaches it at | / {BRANCH_END:,} |",
               "|---|---|---|---|---|---|---|---|"]
     for key in SPEEDUP_MEASURES:
-        decimals = analysis.FORMATS[key][1]
+        decimals = FORMATS[key][1]
         for seed in seeds:
             cells = []
             for arm, end in ((TACO, TACO_END), (BRANCH, BRANCH_END)):

@@ -129,13 +129,6 @@ def build_parser() -> argparse.ArgumentParser:
     out = parser.add_argument_group("output")
     out.add_argument("--destdir", type=Path, required=True, help="the data-bin directory")
     out.add_argument(
-        "--workers",
-        type=positive_int,
-        default=os.cpu_count() or 1,
-        help="processes reading the input files and SentencePiece's encoding threads; the "
-        "outputs do not depend on it (default: all CPUs, %(default)s)",
-    )
-    out.add_argument(
         "--shards",
         type=positive_int,
         default=1,
@@ -154,6 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="write into a non-empty DESTDIR, replacing the "
         "outputs of an earlier run (other files stay) once the new ones are complete: until "
         "then DESTDIR keeps its data-bin, also after an error or Ctrl-C",
+    )
+
+    speed = parser.add_argument_group("speed (the outputs do not depend on it)")
+    speed.add_argument(
+        "--workers",
+        type=positive_int,
+        default=os.cpu_count() or 1,
+        help="processes reading the input files and SentencePiece's encoding threads "
+        "(default: all CPUs, %(default)s)",
     )
     return parser
 

@@ -482,8 +482,21 @@ def test_posthoc_describes_exits_mlms_reach_and_peaks(analysis, monkeypatch):
             assert posthoc.mlm_reach(study, key, seed, target) == pytest.approx(
                 np.interp(sign * target, sign * np.array(values), updates))
             assert TACO_BEFORE < posthoc.mlm_reach(study, key, seed, target) < N
+            # without the checkpoint MLM first reaches it at, the line to the next one
+            reach = posthoc.mlm_reach(study, key, seed, target)
+            after = min(u for u in updates if u >= reach)
+            kept = [i for i, u in enumerate(updates) if u != after]
+            assert posthoc.mlm_reach(study, key, seed, target, without=(after,)) == (
+                pytest.approx(np.interp(sign * target, sign * np.array(values)[kept],
+                                        np.array(updates)[kept])))
+            assert posthoc.mlm_reach(study, key, seed, target, without=(after,)) != (
+                pytest.approx(reach))
     assert posthoc.mlm_reach(study, "pos_accuracy_ambiguous", 8, 99.0) is None
     text = posthoc.report(study)
+    branch_minus_mlm = (study.value("pos_accuracy_ambiguous", "taco-branch", BRANCH_END, 7)
+                        - study.value("pos_accuracy_ambiguous", "mlm", BRANCH_END, 7))
+    assert f"## At {BRANCH_END:,} updates: branch − MLM" in text
+    assert f"\n| 7 | {branch_minus_mlm:+.2f} | " in text
     assert f"| 8 | 76.00 | {N:,} |" in text  # MLM's POS is highest at N in every seed
     assert f"| {B:,} | {0.7 / 0.087:.2f} | 6 |  |  |" in text
     assert f"| {BRANCH_MID:,} |  |  | {0.8 / 0.087:.2f} | 6 |" in text  # no MLM checkpoint

@@ -15,7 +15,10 @@ It prints a markdown report of the seeds that finished all three runs (analysis.
   branch(BRANCH_END)'s values on each of analysis.py's ``SPEEDUP_MEASURES``, by linear
   interpolation between MLM's checkpoints (``first_reach``; a loss negated first), and over
   TACO_END (and BRANCH_END): the other way round from PLAN.md §5's speed-up, which asks when
-  the arms reach MLM(N);
+  the arms reach MLM(N); also without MLM's ``UNREAD`` checkpoints (5,000 and 6,000:
+  measured because they are on the branch's list, read by no rule of PLAN.md, its addendum);
+- **the branch's end, checkpoint against checkpoint:** per seed, branch(BRANCH_END) −
+  MLM(BRANCH_END) on each of the ``SPEEDUP_MEASURES``;
 - **MLM's part-of-speech peak:** per seed, the checkpoint where MLM's accuracy on ambiguous
   words is highest, and its values at 8,000 and N updates;
 - **the neighbour share after B:** the mean over seeds of share / uniform at each checkpoint
@@ -39,6 +42,9 @@ from taco_fairseq.glue.speedup import first_reach
 
 #: MLM's checkpoint before N where its part-of-speech accuracy is also reported.
 POS_ALSO_AT = 8000
+#: MLM's checkpoints that no rule of PLAN.md reads (its addendum: taco-compare measures them
+#: because they are on the branch's list); MLM's reach is also given without them.
+UNREAD = (5000, 6000)
 
 
 def share_ratio(study: Study, objective: str, updates: int, seed: int) -> Optional[float]:
@@ -60,10 +66,13 @@ def first_exit(study: Study, objective: str, seed: int
     return None
 
 
-def mlm_reach(study: Study, key: str, seed: int, target: float) -> Optional[float]:
+def mlm_reach(study: Study, key: str, seed: int, target: float,
+              without: Sequence[int] = ()) -> Optional[float]:
     """Updates at which MLM first reaches ``target`` on ``key`` (interpolated between its
-    checkpoints up to N; None: not by N)."""
+    checkpoints up to N, leaving out those in ``without``; None: not by N)."""
     updates, values = study.curve(key, MLM, seed, N)
+    kept = [(u, v) for u, v in zip(updates, values) if u not in without]
+    updates, values = [u for u, _ in kept], [v for _, v in kept]
     sign = better(key)
     return first_reach(updates, [sign * v for v in values], sign * target)
 
@@ -90,19 +99,36 @@ def report(study: Study) -> str:
     lines += ["", "## MLM's updates to reach the arms' last values (interpolated)", "",
               f"Over TACO_END = {TACO_END:,} and BRANCH_END = {BRANCH_END:,}: MLM's updates per "
               "update of the arm, the other way round from PLAN.md §5's speed-up.", "",
+              f"Without: MLM's checkpoints at {' and '.join(f'{u:,}' for u in UNREAD)} left "
+              "out (no rule reads them).", "",
               f"| seed | measure | TACO({TACO_END:,}) | MLM reaches it at | / {TACO_END:,} "
-              f"| branch({BRANCH_END:,}) | MLM reaches it at | / {BRANCH_END:,} |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| without | / without "
+              f"| branch({BRANCH_END:,}) | MLM reaches it at | / {BRANCH_END:,} "
+              "| without | / without |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key in SPEEDUP_MEASURES:
         decimals = FORMATS[key][1]
         for seed in seeds:
             cells = []
             for arm, end in ((TACO, TACO_END), (BRANCH, BRANCH_END)):
                 target = study.value(key, arm, end, seed)
-                reach = mlm_reach(study, key, seed, target)
-                cells += [_fmt(target, decimals), _fmt(reach, 0),
-                          "not by N" if reach is None else f"{reach / end:.2f}"]
+                cells.append(_fmt(target, decimals))
+                for without in ((), UNREAD):
+                    reach = mlm_reach(study, key, seed, target, without)
+                    cells += [_fmt(reach, 0),
+                              "not by N" if reach is None else f"{reach / end:.2f}"]
             lines.append(f"| {seed} | {key} | " + " | ".join(cells) + " |")
+
+    lines += ["", f"## At {BRANCH_END:,} updates: branch − MLM, checkpoint against checkpoint",
+              "", "| seed | " + " | ".join(SPEEDUP_MEASURES) + " |",
+              "|---|" + "---|" * len(SPEEDUP_MEASURES)]
+    for seed in seeds:
+        cells = []
+        for key in SPEEDUP_MEASURES:
+            branch, mlm = (study.value(key, arm, BRANCH_END, seed) for arm in (BRANCH, MLM))
+            cells.append("—" if branch is None or mlm is None
+                         else f"{branch - mlm:+.{FORMATS[key][1]}f}")
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
 
     lines += ["", "## MLM's part-of-speech accuracy on ambiguous words (points)", "",
               f"| seed | highest | at updates | at {POS_ALSO_AT:,} | at {N:,} |",
